@@ -1,0 +1,2 @@
+def compare_fits(*a, **k):
+    raise NotImplementedError

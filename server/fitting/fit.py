@@ -1,0 +1,269 @@
+"""``fit_curve``: data preparation, robust global point fit, status and intervals."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike
+from scipy.optimize import least_squares
+
+from . import grid as G
+from .intervals import analyse
+from .model import FloatArray, frac, jacobian_x
+from .result import FitOptions, FitResult
+
+MIN_POINTS = 5
+MIN_DISTINCT = 4
+COARSE = (12, 8)  # coarse (m, B) check grid used to validate warm starts
+ID_MAX_WIDTH = 0.1  # A interval wider than this -> unidentified
+EDGE_EPS = 1e-3
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """Cleaned data: all finite points (sorted) and the fit window in internal coordinates."""
+
+    c_all: FloatArray
+    y_all: FloatArray
+    x: FloatArray  # ln(c / c0) of the window
+    y: FloatArray
+    c0: float
+    r0: float | None  # None -> fitted
+    r0_source: str
+    target: float | None
+    fit_range: tuple[float, float] | None
+
+
+def prepare(compute: ArrayLike, values: ArrayLike, options: FitOptions) -> Prepared:
+    c = np.asarray(compute, dtype=float).ravel()
+    y = np.asarray(values, dtype=float).ravel()
+    if c.size != y.size:
+        raise ValueError(f"compute has {c.size} entries but values has {y.size}")
+    keep = np.isfinite(c) & np.isfinite(y) & (c >= 0)
+    c, y = c[keep], y[keep]
+    order = np.argsort(c, kind="stable")
+    c, y = c[order], y[order]
+    if options.r0 is not None:
+        r0, src = float(options.r0), "given"
+    elif np.any(c == 0):
+        r0, src = float(y[c == 0].mean()), "first_point"
+    else:
+        r0, src = None, "fitted"
+    win = (c > 0) & (c >= options.warmup)
+    if options.fit_until is not None:
+        win &= c <= options.fit_until
+    cw, yw = c[win], y[win]
+    c0 = float(cw[-1]) if cw.size else 1.0
+    target = options.target_compute
+    if target is None and c.size:
+        target = float(c[-1])
+    fit_range = (float(cw[0]), float(cw[-1])) if cw.size else None
+    return Prepared(c, y, np.log(cw / c0), yw, c0, r0, src, target, fit_range)
+
+
+@dataclass(frozen=True)
+class PointFit:
+    theta: tuple[float, float, float, float]  # (A, m, B, R0), m = ln(C_mid / c0)
+    ssr: float
+    grid: G.Grid | None  # full grid when one was searched (reused by the intervals)
+    used_grid: str  # "full" | "warm" (diagnostics for tests/bench)
+
+
+def _ssr(x: FloatArray, y: FloatArray, th: tuple[float, float, float, float]) -> float:
+    a, m, b, r0 = th
+    e = y - (r0 + (a - r0) * frac(x, m, b))
+    return float(e @ e)
+
+
+def _refine(
+    x: FloatArray,
+    y: FloatArray,
+    start: tuple[float, float, float, float],
+    fit_r0: bool,
+    value_range: tuple[float, float],
+    m_bounds: tuple[float, float],
+    fixed_a: float | None,
+) -> tuple[float, float, float, float]:
+    """Bounded least squares from ``start`` over the free parameters, analytic Jacobian."""
+    lo, hi = value_range
+    free = [i for i, f in enumerate((fixed_a is None, True, True, fit_r0)) if f]
+    lower = np.array([lo, m_bounds[0], G.B_BOUNDS[0], lo])[free]
+    upper = np.array([hi, m_bounds[1], G.B_BOUNDS[1], hi])[free]
+    full = np.array(start, dtype=float)
+    # trf needs a strictly feasible start; nudge points sitting on a bound inwards.
+    span = upper - lower
+    p0 = np.clip(full[free], lower + 1e-9 * span, upper - 1e-9 * span)
+
+    def unpack(p: FloatArray) -> FloatArray:
+        th = full.copy()
+        th[free] = p
+        return th
+
+    def fun(p: FloatArray) -> FloatArray:
+        a, m, b, r0 = unpack(p)
+        return r0 + (a - r0) * frac(x, m, b) - y
+
+    def jac(p: FloatArray) -> FloatArray:
+        a, m, b, r0 = unpack(p)
+        return jacobian_x(x, a, m, b, r0, True)[:, free]
+
+    try:
+        sol = least_squares(fun, p0, jac=jac, bounds=(lower, upper), method="trf",
+                            x_scale="jac", ftol=1e-10, xtol=1e-10, gtol=1e-10, max_nfev=200)
+        th = unpack(sol.x)
+    except (ValueError, np.linalg.LinAlgError):
+        th = full
+    return (float(th[0]), float(th[1]), float(th[2]), float(th[3]))
+
+
+def point_fit(
+    x: FloatArray,
+    y: FloatArray,
+    r0: float | None,
+    value_range: tuple[float, float],
+    start: tuple[float, float, float, float] | None = None,
+    fixed_a: float | None = None,
+) -> PointFit:
+    """Global fit: grid with closed-form A (and R0), then bounded refinement.
+
+    With ``start`` (a warm start) the full grid is skipped unless a coarse grid finds a
+    better SSR than the warm refinement, which means the warm start fell into a worse basin.
+    """
+    fit_r0 = r0 is None
+    binned = G.bin_data(x, y)
+    m_axis, b_axis = G.default_axes(float(x[0]))
+    m_bounds = (float(m_axis[0]) - 2.0, float(np.log(1000.0)))
+    r0_default = float(y[0]) if fit_r0 else float(r0)
+
+    def from_cell(gr: G.Grid, i: int) -> tuple[float, float, float, float]:
+        return (float(gr.a[i]), float(gr.m[i]), float(gr.b[i]), float(gr.r0[i]))
+
+    if start is not None:
+        a0, m0, b0, r00 = start
+        st = (fixed_a if fixed_a is not None else a0, m0, b0, r00 if fit_r0 else r0_default)
+        th = _refine(x, y, st, fit_r0, value_range, m_bounds, fixed_a)
+        ssr = _ssr(x, y, th)
+        cm, cb = G.default_axes(float(x[0]), *COARSE)
+        coarse = G.search(binned, r0, value_range, cm, cb, fixed_a)
+        if ssr <= float(coarse.ssr.min()) * (1.0 + 1e-6) + 1e-15:
+            return PointFit(th, ssr, None, "warm")
+
+    gr = G.search(binned, r0, value_range, m_axis, b_axis, fixed_a)
+    best = from_cell(gr, gr.best)
+    th = _refine(x, y, best, fit_r0, value_range, m_bounds, fixed_a)
+    ssr = _ssr(x, y, th)
+    ssr_grid = _ssr(x, y, best)
+    if not np.isfinite(ssr) or ssr > ssr_grid:  # never worse than the grid's best cell
+        th, ssr = best, ssr_grid
+    return PointFit(th, ssr, gr, "full")
+
+
+def _insufficient(prep: Prepared, options: FitOptions, msg: str, n: int) -> FitResult:
+    return FitResult(
+        status="insufficient_data", R0=prep.r0, r0_source=prep.r0_source, n_points=n,
+        fit_range=prep.fit_range, target_compute=prep.target, method=options.method,
+        message=msg, value_range=tuple(options.value_range),  # type: ignore[arg-type]
+    )
+
+
+def _collapse(y: FloatArray) -> str | None:
+    """Detect a run whose metric rose and then fell back a lot (a sigmoid cannot describe it)."""
+    n = y.size
+    k = max(3, n // 10)
+    if n < 2 * k + 2:
+        return None
+    smooth = np.convolve(y, np.ones(k) / k, mode="valid")
+    peak_i = int(np.argmax(smooth))
+    peak, start, tail = float(smooth[peak_i]), float(smooth[0]), float(smooth[-1])
+    noise = float(np.median(np.abs(np.diff(y)))) / 0.954  # ~sigma of white noise
+    drop = peak - tail
+    if drop > 0.3 * max(peak - start, 0.0) and drop > max(0.02, 4.0 * noise / np.sqrt(k)):
+        return (f"collapse: the metric peaked at {peak:.3f} and fell to {tail:.3f}; "
+                "a sigmoid does not describe this run")
+    return None
+
+
+def fit_curve(
+    compute: ArrayLike,
+    values: ArrayLike,
+    options: FitOptions = FitOptions(),
+    previous: FitResult | None = None,
+) -> FitResult:
+    """Fit the ScaleRL sigmoid; never raises on bad data (see ``status`` and ``message``)."""
+    lo, hi = (float(v) for v in options.value_range)
+    if not lo < hi:
+        raise ValueError("value_range must be (low, high) with low < high")
+    if options.method not in ("default", "paper", "curve_fit"):
+        raise ValueError(f"unknown method {options.method!r}")
+    prep = prepare(compute, values, options)
+    n = int(prep.y.size)
+    if n < MIN_POINTS:
+        return _insufficient(prep, options, f"only {n} usable points (need {MIN_POINTS})", n)
+    if np.unique(prep.x).size < MIN_DISTINCT:
+        return _insufficient(prep, options, f"fewer than {MIN_DISTINCT} distinct compute values", n)
+    if options.method != "default":
+        from .paper import fit_baseline
+
+        return fit_baseline(prep, options)
+
+    collapse = _collapse(prep.y)
+    if collapse:
+        return _insufficient(prep, options, collapse, n)
+
+    start = None
+    if previous is not None and previous.params is not None and previous.C_mid:
+        a, b, cm, r0p = previous.params
+        start = (a, float(np.log(cm / prep.c0)), b, r0p)
+    pf = point_fit(prep.x, prep.y, prep.r0, (lo, hi), start)
+    return finish(prep, options, pf)
+
+
+def finish(prep: Prepared, options: FitOptions, pf: PointFit) -> FitResult:
+    """Status, intervals and the result object for a point fit."""
+    lo, hi = (float(v) for v in options.value_range)
+    n = int(prep.y.size)
+    fit_r0 = prep.r0 is None
+    a, m, b, r0 = pf.theta
+    grid = pf.grid
+    if options.intervals and grid is None:  # warm start skipped the grid; the profile needs it
+        m_axis, b_axis = G.default_axes(float(prep.x[0]))
+        grid = G.search(G.bin_data(prep.x, prep.y), prep.r0, (lo, hi), m_axis, b_axis)
+    unc = analyse(prep.x, prep.y, pf.theta, fit_r0, prep.c0, (lo, hi), grid,
+                  min(pf.ssr, float(grid.ssr.min())) if grid is not None else pf.ssr,
+                  prep.target, float(prep.x[0]), full=options.intervals)
+    c_mid = prep.c0 * float(np.exp(m))
+    pred = None
+    if prep.target is not None:
+        pred = r0 + (a - r0) * float(frac(np.log(max(prep.target, 1e-300) / prep.c0), m, b))
+    rmse = float(np.sqrt(pf.ssr / n))
+    common = dict(
+        B=b, C_mid=c_mid, R0=r0, r0_source=prep.r0_source, n_points=n,
+        fit_range=prep.fit_range, target_compute=prep.target, rmse=rmse, method="default",
+        a_fit=a, sigma=unc.sigma, tau=unc.tau, ssr=pf.ssr, value_range=(lo, hi),
+    )
+    # No signal: the fitted gain is not clearly above the noise of the mean level.
+    gain_floor = max(2.0 * unc.q * unc.sigma * np.sqrt(unc.tau / n), 0.005)
+    if a - r0 <= gain_floor:
+        what = "decreases" if a < r0 - gain_floor else "is flat"
+        return FitResult(status="insufficient_data", message=f"no signal: the metric {what} "
+                         f"(fitted gain A - R0 = {a - r0:+.4f})", **common)
+
+    ci = {"A": unc.ci_a, "B": unc.ci_b, "C_mid": unc.ci_cmid} if options.intervals else None
+    a_lo, a_hi = unc.ci_a
+    at_edge = a_lo <= lo + EDGE_EPS or a_hi >= hi - EDGE_EPS
+    wide = a_hi - a_lo > ID_MAX_WIDTH
+    draws = tuple(tuple(map(float, r)) for r in unc.draws)
+    env = tuple(tuple(map(float, r)) for r in unc.envelope)
+    if at_edge or wide:
+        why = "reaches the value-range bound" if at_edge else f"is wider than {ID_MAX_WIDTH}"
+        return FitResult(
+            status="unidentified", A=None, A_lower_bound=a_lo, ci=ci,
+            predicted_at_target=pred, predicted_interval=unc.predicted_interval,
+            message=f"A is not pinned down yet (its 95% interval [{a_lo:.3f}, {a_hi:.3f}] "
+                    f"{why}); the run has probably not passed its knee",
+            draws=draws, envelope=env, **common)
+    return FitResult(
+        status="ok", A=a, A_lower_bound=a_lo, ci=ci, predicted_at_target=pred,
+        predicted_interval=unc.predicted_interval, message="", draws=draws, envelope=env,
+        **common)

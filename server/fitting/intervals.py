@@ -1,0 +1,179 @@
+"""95% intervals that stay honest under serially correlated evaluation noise.
+
+Every evaluation of a run reuses the same prompt set, so the noise is strongly autocorrelated:
+plain least-squares intervals (which assume independent points) are far too narrow.  We use
+
+* **Effective sample size.**  The integrated autocorrelation time ``tau`` of the residuals
+  (Geyer's initial-positive-sequence estimator, floored by a bias-corrected AR(1) estimate,
+  since short series underestimate correlation) inflates the noise variance; the t quantile
+  uses ``n / tau - p`` degrees of freedom.
+* **Laplace (local) draws.**  ``N(theta_hat, sigma^2 tau (J'J)^-1)`` in (A, ln C_mid, B[, R0]),
+  which is accurate once the run is past its knee and gives parameter draws for prediction
+  bands and comparison probabilities.
+* **Profile over the global grid.**  Far from the knee the likelihood is a long banana that a
+  local approximation misses.  The grid already holds, for every (C_mid, B) cell, the SSR as an
+  exact quadratic in A, so the profile-likelihood set ``SSR <= SSR_min + q^2 sigma^2 tau`` is
+  free to evaluate; A's interval, the prediction interval and the band are the hull of both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+from .grid import Grid
+from .model import FloatArray, curves_many, frac, jacobian_x
+
+N_DRAWS = 200
+N_ENVELOPE_POINTS = 8
+
+
+def autocorr_time(e: FloatArray) -> float:
+    """Integrated autocorrelation time of residuals ``e`` (1 for white noise)."""
+    n = e.size
+    if n < 6:
+        return 1.0
+    e = e - e.mean()
+    var = float(e @ e)
+    if var <= 0:
+        return 1.0
+    kmax = min(n // 3, 200)
+    f = np.fft.rfft(e, 2 * n)
+    acf = np.fft.irfft(f * np.conj(f))[: kmax + 1] / var
+    # Geyer: sum consecutive pairs while their sum stays positive.
+    tau = -1.0
+    for j in range(0, kmax - 1, 2):
+        pair = acf[j] + acf[j + 1]
+        if pair <= 0:
+            break
+        tau += 2.0 * pair
+    # Short series bias rho towards zero (and fitting removes low frequencies); correct the
+    # lag-1 estimate (Kendall's first-order bias) and use the AR(1) time as a floor.
+    rho = min(float(acf[1]) + (1.0 + 4.0 * float(acf[1])) / n, 0.95)
+    tau_ar = (1.0 + rho) / (1.0 - rho) if rho > 0 else 1.0
+    return float(np.clip(max(tau, tau_ar), 1.0, max(n / 4.0, 1.0)))
+
+
+@dataclass(frozen=True)
+class Uncertainty:
+    sigma: float
+    tau: float
+    q: float  # t quantile used for 95%
+    ci_a: tuple[float, float]
+    ci_b: tuple[float, float]
+    ci_cmid: tuple[float, float]
+    predicted_interval: tuple[float, float] | None
+    draws: FloatArray  # rows (A, B, C_mid, R0)
+    envelope: FloatArray  # rows (A, B, C_mid, R0)
+
+
+def _noise(e: FloatArray, p: int) -> tuple[float, float, float]:
+    n = e.size
+    sigma = float(np.sqrt(max(float(e @ e) / max(n - p, 1), 1e-12)))
+    tau = autocorr_time(e)
+    dof = max(n / tau - p, 2.0)
+    return sigma, tau, float(stats.t.ppf(0.975, dof))
+
+
+def analyse(
+    x: FloatArray,
+    y: FloatArray,
+    theta: tuple[float, float, float, float],
+    fit_r0: bool,
+    c0: float,
+    value_range: tuple[float, float],
+    grid: Grid | None,
+    ssr_best: float,
+    target: float | None,
+    x_lo: float,
+    full: bool = True,
+    seed: int = 0,
+) -> Uncertainty:
+    """Intervals for the point fit ``theta = (A, m, B, R0)`` (internal coordinates)."""
+    lo, hi = value_range
+    a, m, b, r0 = theta
+    p = 4 if fit_r0 else 3
+    e = y - (r0 + (a - r0) * frac(x, m, b))
+    sigma, tau, q = _noise(e, p)
+    s2 = sigma * sigma * tau
+
+    jac = jacobian_x(x, a, m, b, r0, fit_r0)
+    cov = s2 * np.linalg.pinv(jac.T @ jac)
+    sd = np.sqrt(np.maximum(np.diag(cov), 0.0))
+    ci_a = [a - q * sd[0], a + q * sd[0]]
+    ci_m = [m - q * sd[1], m + q * sd[1]]
+    ci_b = [b - q * sd[2], b + q * sd[2]]
+
+    draws = np.empty((0, 4))
+    envelope = np.empty((0, 4))
+    pred_iv: tuple[float, float] | None = None
+    if full:
+        # Laplace draws, widened from z to t so small n_eff is not overconfident.
+        rng = np.random.default_rng(seed)
+        evals, evecs = np.linalg.eigh((cov + cov.T) / 2.0)
+        root = evecs * np.sqrt(np.maximum(evals, 0.0))
+        z = rng.standard_normal((N_DRAWS, p)) @ root.T * (q / 1.96)
+        th = np.array(theta[:p]) + z
+        d_a = np.clip(th[:, 0], lo, hi)
+        d_b = np.maximum(th[:, 2], 1e-3)
+        d_r0 = np.clip(th[:, 3], lo, hi) if fit_r0 else np.full(N_DRAWS, r0)
+        draws = np.column_stack([d_a, d_b, c0 * np.exp(th[:, 1]), d_r0])
+
+        env_rows: list[FloatArray] = []
+        if grid is not None:
+            thr = ssr_best + q * q * s2
+            ok = grid.ssr <= thr
+            if np.any(ok):
+                half = np.sqrt(np.maximum(thr - grid.ssr_u[ok], 0.0) / grid.k_a[ok])
+                a_lo = np.clip(grid.a_u[ok] - half, lo, hi)
+                a_hi = np.clip(grid.a_u[ok] + half, lo, hi)
+                ci_a = [min(ci_a[0], a_lo.min()), max(ci_a[1], a_hi.max())]
+                ci_m = [min(ci_m[0], grid.m[ok].min()), max(ci_m[1], grid.m[ok].max())]
+                ci_b = [min(ci_b[0], grid.b[ok].min()), max(ci_b[1], grid.b[ok].max())]
+                cm = c0 * np.exp(grid.m[ok])
+                cand = np.concatenate([
+                    np.column_stack([a_lo, grid.b[ok], cm, grid.r0[ok]]),
+                    np.column_stack([a_hi, grid.b[ok], cm, grid.r0[ok]]),
+                ])
+                # Keep only the extreme members: the sets that bound the band at a few
+                # compute values from the start of the fit window to well past the target.
+                t_hi = max(target or c0, c0) * 4.0
+                pts = np.geomspace(c0 * np.exp(x_lo), t_hi, N_ENVELOPE_POINTS)
+                if target is not None:
+                    pts = np.append(pts, target)
+                vals = curves_many(pts, cand)
+                idx = np.unique(np.concatenate([vals.argmin(0), vals.argmax(0)]))
+                env_rows.append(cand[idx])
+        envelope = np.concatenate(env_rows) if env_rows else np.empty((0, 4))
+        if target is not None:
+            pred_iv = band(np.array([target]), draws, envelope)
+            pred_iv = (float(pred_iv[0][0]), float(pred_iv[1][0]))
+
+    ci_a = [max(ci_a[0], lo), min(ci_a[1], hi)]
+    return Uncertainty(
+        sigma=sigma, tau=tau, q=q,
+        ci_a=(float(ci_a[0]), float(ci_a[1])),
+        ci_b=(float(max(ci_b[0], 0.0)), float(ci_b[1])),
+        ci_cmid=(float(c0 * np.exp(ci_m[0])), float(c0 * np.exp(ci_m[1]))),
+        predicted_interval=pred_iv,
+        draws=draws, envelope=envelope,
+    )
+
+
+def band(
+    compute: FloatArray, draws: FloatArray, envelope: FloatArray
+) -> tuple[FloatArray, FloatArray]:
+    """95% band: draw quantiles, widened to the profile envelope where that is wider."""
+    c = np.asarray(compute, dtype=float)
+    lo = np.full(c.shape, np.nan)
+    hi = np.full(c.shape, np.nan)
+    if len(draws):
+        v = curves_many(c, draws)
+        lo, hi = np.quantile(v, 0.025, axis=0), np.quantile(v, 0.975, axis=0)
+    if len(envelope):
+        v = curves_many(c, envelope)
+        lo = np.fmin(lo, v.min(0))
+        hi = np.fmax(hi, v.max(0))
+    return lo, hi

@@ -1,0 +1,163 @@
+"""Fit options and the fit result (JSON round-trippable)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+STATUSES = ("ok", "unidentified", "insufficient_data")
+R0_SOURCES = ("given", "first_point", "fitted")
+METHODS = ("default", "paper", "curve_fit")
+
+# Keys of the public JSON object, in order.  ``to_dict()`` returns exactly these.
+PUBLIC_KEYS = (
+    "status", "A", "B", "C_mid", "R0", "r0_source", "ci", "A_lower_bound", "n_points",
+    "fit_range", "target_compute", "predicted_at_target", "predicted_interval", "rmse", "method",
+)
+
+
+@dataclass(frozen=True)
+class FitOptions:
+    """Protocol knobs for one fit (see the module docs in ``server/fitting/__init__.py``)."""
+
+    r0: float | None = None
+    warmup: float = 0.0  # exclude compute below it (the paper skips ~1.5k GPU-h)
+    fit_until: float | None = None  # use only compute <= it
+    target_compute: float | None = None  # extrapolate to it (default: max compute seen)
+    value_range: tuple[float, float] = (0.0, 1.0)
+    method: str = "default"  # "default" | "paper" | "curve_fit"
+    intervals: bool = True  # compute 95% intervals
+
+
+Pair = tuple[float, float]
+Params = tuple[float, float, float, float]  # (A, B, C_mid, R0)
+
+
+def _num(v: float | None) -> float | None:
+    """JSON-safe number: NaN/inf become None so the server never stores invalid JSON."""
+    if v is None:
+        return None
+    v = float(v)
+    return v if math.isfinite(v) else None
+
+
+def _pair(p: Pair | None) -> list[float | None] | None:
+    return None if p is None else [_num(p[0]), _num(p[1])]
+
+
+@dataclass(frozen=True)
+class FitResult:
+    """Result of :func:`server.fitting.fit_curve`.
+
+    Public fields map 1:1 onto :meth:`to_dict`.  The remaining fields are internal state: the
+    point estimate even when A is withheld (``a_fit``), the noise model, a small sample of
+    parameter draws and an envelope of extreme parameter sets for prediction bands, and the
+    raw SSR used by warm starts.  ``to_dict(internal=True)`` adds them under ``"internal"`` so
+    a stored result can be reloaded with :meth:`from_dict` and still draw its band.
+    """
+
+    status: str
+    A: float | None = None
+    B: float | None = None
+    C_mid: float | None = None
+    R0: float | None = None
+    r0_source: str = "fitted"
+    ci: dict[str, Pair] | None = None
+    A_lower_bound: float | None = None
+    n_points: int = 0
+    fit_range: Pair | None = None
+    target_compute: float | None = None
+    predicted_at_target: float | None = None
+    predicted_interval: Pair | None = None
+    rmse: float | None = None
+    method: str = "default"
+    # ---- internal ----
+    message: str = ""
+    a_fit: float | None = None  # point estimate of A, kept even when status != ok
+    sigma: float | None = None  # residual standard deviation
+    tau: float | None = None  # integrated autocorrelation time of the residuals
+    ssr: float | None = None
+    value_range: Pair = (0.0, 1.0)
+    draws: tuple[Params, ...] = field(default=(), repr=False)
+    envelope: tuple[Params, ...] = field(default=(), repr=False)
+
+    @property
+    def params(self) -> Params | None:
+        """(A, B, C_mid, R0) of the point fit, or None when there is none."""
+        vals = (self.a_fit, self.B, self.C_mid, self.R0)
+        if any(v is None for v in vals):
+            return None
+        return vals  # type: ignore[return-value]
+
+    def to_dict(self, internal: bool = False) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "status": self.status,
+            "A": _num(self.A),
+            "B": _num(self.B),
+            "C_mid": _num(self.C_mid),
+            "R0": _num(self.R0),
+            "r0_source": self.r0_source,
+            "ci": None
+            if self.ci is None
+            else {k: _pair(self.ci.get(k)) for k in ("A", "B", "C_mid")},
+            "A_lower_bound": _num(self.A_lower_bound),
+            "n_points": int(self.n_points),
+            "fit_range": _pair(self.fit_range),
+            "target_compute": _num(self.target_compute),
+            "predicted_at_target": _num(self.predicted_at_target),
+            "predicted_interval": _pair(self.predicted_interval),
+            "rmse": _num(self.rmse),
+            "method": self.method,
+        }
+        if internal:
+            out["internal"] = {
+                "message": self.message,
+                "a_fit": _num(self.a_fit),
+                "sigma": _num(self.sigma),
+                "tau": _num(self.tau),
+                "ssr": _num(self.ssr),
+                "value_range": list(self.value_range),
+                "draws": [[round(float(v), 7) for v in d] for d in self.draws],
+                "envelope": [[round(float(v), 7) for v in d] for d in self.envelope],
+            }
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> FitResult:
+        """Inverse of :meth:`to_dict` (with or without the ``internal`` block)."""
+
+        def pair(v: Any) -> Pair | None:
+            if v is None:
+                return None
+            lo, hi = v
+            return (math.nan if lo is None else float(lo), math.nan if hi is None else float(hi))
+
+        ci = d.get("ci")
+        internal = d.get("internal") or {}
+        a_fit = internal.get("a_fit", d.get("A"))
+        return cls(
+            status=d["status"],
+            A=d.get("A"),
+            B=d.get("B"),
+            C_mid=d.get("C_mid"),
+            R0=d.get("R0"),
+            r0_source=d.get("r0_source", "fitted"),
+            ci=None if ci is None else {k: pair(v) for k, v in ci.items() if v is not None},
+            A_lower_bound=d.get("A_lower_bound"),
+            n_points=int(d.get("n_points") or 0),
+            fit_range=pair(d.get("fit_range")),
+            target_compute=d.get("target_compute"),
+            predicted_at_target=d.get("predicted_at_target"),
+            predicted_interval=pair(d.get("predicted_interval")),
+            rmse=d.get("rmse"),
+            method=d.get("method", "default"),
+            message=internal.get("message", ""),
+            a_fit=a_fit,
+            sigma=internal.get("sigma"),
+            tau=internal.get("tau"),
+            ssr=internal.get("ssr"),
+            value_range=tuple(internal.get("value_range", (0.0, 1.0))),  # type: ignore[arg-type]
+            draws=tuple(tuple(p) for p in internal.get("draws", ())),  # type: ignore[misc]
+            envelope=tuple(tuple(p) for p in internal.get("envelope", ())),  # type: ignore[misc]
+        )
