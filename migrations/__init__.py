@@ -1,0 +1,1 @@
+"""Alembic environment and revisions (run through `scalewatch db upgrade`)."""

@@ -1,0 +1,39 @@
+"""Alembic environment: runs against the engine handed over by server.db.migrate."""
+
+from __future__ import annotations
+
+import os
+
+from alembic import context
+from sqlalchemy import create_engine
+
+from server.db.models import Base
+
+config = context.config
+target_metadata = Base.metadata
+
+
+def _engine():
+    engine = config.attributes.get("engine")
+    if engine is not None:
+        return engine
+    # Plain `alembic -c ...` use: the URL comes from the environment like the server's.
+    from server.config import load_settings
+
+    return create_engine(os.environ.get("SCALEWATCH_DATABASE_URL") or load_settings().database_url)
+
+
+def run_migrations_online() -> None:
+    engine = _engine()
+    with engine.connect() as connection:
+        context.configure(
+            connection=connection,
+            target_metadata=target_metadata,
+            render_as_batch=connection.dialect.name == "sqlite",
+        )
+        with context.begin_transaction():
+            context.run_migrations()
+        connection.commit()
+
+
+run_migrations_online()

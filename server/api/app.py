@@ -1,0 +1,103 @@
+"""The FastAPI application factory: one process serves the REST API and the dashboard."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, RedirectResponse
+from sqlalchemy.exc import OperationalError
+
+from server.api.deps import TokenCache
+from server.api.routes import health, points, runs, tokens
+from server.api.telemetry import Metrics, MetricsMiddleware
+from server.config import Settings
+from server.db.engine import make_engine
+from server.db.migrate import ensure_schema
+from server.store import SqlStore
+
+log = logging.getLogger("scalewatch")
+
+ROUTERS = [health.router, runs.router, points.router, tokens.router]
+
+
+def _optional_routers() -> list:
+    """Routers of capabilities that live in their own packages (fits, alerts)."""
+    found = []
+    for module in ("server.api.routes.fits", "server.api.routes.alerts"):
+        try:
+            mod = __import__(module, fromlist=["router"])
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise
+            continue
+        found.append(mod.router)
+    return found
+
+
+def _start_workers(app: FastAPI) -> list:
+    workers = []
+    try:
+        from server.workers import start_workers
+    except ModuleNotFoundError as exc:
+        if exc.name != "server.workers":
+            raise
+        return workers
+    return start_workers(app)
+
+
+def create_app(settings: Settings, store: SqlStore | None = None) -> FastAPI:
+    if store is None:
+        engine = make_engine(settings)
+        ensure_schema(engine, auto_upgrade=settings.is_sqlite)
+        store = SqlStore(engine)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        workers = _start_workers(app) if settings.workers_enabled else []
+        try:
+            yield
+        finally:
+            for w in workers:
+                w.stop()
+
+    app = FastAPI(
+        title="scalewatch",
+        version="0.1.0",
+        description=(
+            "Live ScaleRL sigmoid fits for RL training runs: ingest points, read fits, "
+            "forecasts and alerts. Authenticate with `Authorization: Bearer <token>`."
+        ),
+        lifespan=lifespan,
+        responses={400: {"description": "Malformed request body"}},
+    )
+    app.state.settings = settings
+    app.state.store = store
+    app.state.token_cache = TokenCache()
+    app.state.metrics = Metrics()
+    app.state.refit_notify = None
+    app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
+
+    @app.exception_handler(OperationalError)
+    async def _db_unavailable(_request: Request, exc: OperationalError) -> JSONResponse:
+        log.warning("database unavailable: %s", exc)
+        return JSONResponse({"detail": "database unavailable, retry later"}, status_code=503)
+
+    for router in ROUTERS + _optional_routers():
+        app.include_router(router)
+
+    try:
+        from dashboard.app import mount_dashboard
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("dashboard.app", "dashboard"):
+            raise
+    else:
+        mount_dashboard(app)
+
+        @app.get("/", include_in_schema=False)
+        def _root() -> RedirectResponse:
+            return RedirectResponse("/dashboard/")
+
+    return app

@@ -1,0 +1,99 @@
+"""Request dependencies in one place: the store, and bearer-token auth with scopes."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Annotated, Any
+
+from fastapi import Depends, HTTPException, Request
+
+from server.config import Settings
+from server.db.models import SCOPES
+from server.store import SqlStore
+
+SCOPE_RANK = {name: i for i, name in enumerate(SCOPES)}  # read < write < admin
+AUTH_COOKIE = "scalewatch_token"
+_CACHE_TTL = 5.0  # seconds a verified token is trusted without a database round trip
+
+
+def get_store(request: Request) -> SqlStore:
+    return request.app.state.store
+
+
+def get_settings(request: Request) -> Settings:
+    return request.app.state.settings
+
+
+StoreDep = Annotated[SqlStore, Depends(get_store)]
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+
+
+class TokenCache:
+    """Tiny TTL cache so every ingest request does not cost a token lookup query."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._items: dict[str, tuple[float, dict | None]] = {}
+
+    def get(self, store: SqlStore, token: str) -> dict | None:
+        now = time.monotonic()
+        with self._lock:
+            hit = self._items.get(token)
+            if hit and hit[0] > now:
+                return hit[1]
+        info = store.lookup_token(token)
+        with self._lock:
+            if len(self._items) > 10_000:
+                self._items.clear()
+            self._items[token] = (now + _CACHE_TTL, info)
+        return info
+
+
+def bearer_token(request: Request) -> str | None:
+    header = request.headers.get("authorization")
+    if header:
+        kind, _, value = header.partition(" ")
+        if kind.lower() == "bearer" and value.strip():
+            return value.strip()
+        return None
+    return request.cookies.get(AUTH_COOKIE)
+
+
+def authenticate(request: Request, scope: str) -> dict[str, Any] | None:
+    """Return the token's record; 401 for a missing/unknown token, 403 for too small a scope."""
+    settings: Settings = request.app.state.settings
+    if not settings.auth:
+        return None
+    token = bearer_token(request)
+    if not token:
+        raise HTTPException(
+            401,
+            "missing bearer token (Authorization: Bearer <token>)",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    info = request.app.state.token_cache.get(request.app.state.store, token)
+    if info is None:
+        raise HTTPException(401, "unknown or revoked token", headers={"WWW-Authenticate": "Bearer"})
+    if SCOPE_RANK[info["scope"]] < SCOPE_RANK[scope]:
+        raise HTTPException(403, f"this token has scope '{info['scope']}'; '{scope}' is needed")
+    return info
+
+
+def require(scope: str):  # noqa: ANN201 - a FastAPI dependency
+    def dependency(request: Request) -> dict[str, Any] | None:
+        return authenticate(request, scope)
+
+    dependency.__name__ = f"require_{scope}"
+    return Depends(dependency)
+
+
+READ = require("read")
+WRITE = require("write")
+ADMIN = require("admin")
+
+# Documented on every authenticated route so clients (and schemathesis) know what to expect.
+AUTH_RESPONSES: dict[int | str, dict[str, Any]] = {
+    401: {"description": "Missing, unknown or revoked token"},
+    403: {"description": "Token scope too small"},
+}

@@ -1,0 +1,44 @@
+"""Liveness, readiness and Prometheus metrics (no auth: probes and scrapers carry no token)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, PlainTextResponse
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz")
+def healthz() -> dict:
+    """The process is up."""
+    return {"status": "ok"}
+
+
+@router.get("/readyz", responses={503: {"description": "Database unreachable or schema old"}})
+def readyz(request: Request) -> JSONResponse:
+    """The database is reachable and its schema is current."""
+    from server.db.migrate import head_revision, schema_is_current
+
+    store = request.app.state.store
+    try:
+        store.ping()
+        current = schema_is_current(store.engine)
+    except Exception as exc:  # noqa: BLE001 - any database failure means "not ready"
+        return JSONResponse({"status": "unavailable", "detail": str(exc)[:300]}, 503)
+    if not current:
+        return JSONResponse(
+            {
+                "status": "unavailable",
+                "detail": f"schema is not at {head_revision(store.engine)}: run scalewatch db upgrade",
+            },
+            503,
+        )
+    return JSONResponse({"status": "ready", "database": store.dialect})
+
+
+@router.get("/metrics", response_class=PlainTextResponse)
+def metrics(request: Request) -> PlainTextResponse:
+    """Prometheus text format."""
+    return PlainTextResponse(
+        request.app.state.metrics.render(), media_type="text/plain; version=0.0.4"
+    )

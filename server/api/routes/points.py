@@ -1,0 +1,111 @@
+"""Points: batched upsert ingestion and (downsampled) reads."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
+
+from server import limits
+from server.api.deps import AUTH_RESPONSES, READ, WRITE, StoreDep
+from server.api.routes.runs import NOT_FOUND, RunId
+from server.api.schemas import ErrorOut, IngestResult, PointsIn, PointsOut
+from server.ingest import IngestError, decode_body, validate_points
+from server.store import NotFound
+
+router = APIRouter(prefix="/api/v1/runs", tags=["points"], responses=AUTH_RESPONSES)
+
+_INGEST_ERRORS = {
+    **NOT_FOUND,
+    400: {"model": ErrorOut, "description": "Body is not (gzip-encoded) JSON"},
+    413: {"model": ErrorOut, "description": "Too many points or too large a body"},
+    415: {"model": ErrorOut, "description": "Unsupported Content-Encoding"},
+    422: {"model": ErrorOut, "description": "Invalid points, each listed; nothing stored"},
+}
+
+
+async def _read_capped(request: Request) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limits.MAX_BODY_BYTES:
+        raise IngestError(413, f"body larger than {limits.MAX_BODY_BYTES} bytes")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limits.MAX_BODY_BYTES:
+            raise IngestError(413, f"body larger than {limits.MAX_BODY_BYTES} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+@router.post(
+    "/{run_id}/points",
+    response_model=IngestResult,
+    dependencies=[WRITE],
+    responses=_INGEST_ERRORS,
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {
+                    "schema": PointsIn.model_json_schema(
+                        ref_template="#/components/schemas/{model}"
+                    )
+                }
+            },
+            "description": "Up to 10,000 points; `Content-Encoding: gzip` accepted.",
+        }
+    },
+)
+async def post_points(run_id: RunId, request: Request, store: StoreDep) -> JSONResponse:
+    """Upsert points on (run, metric, step), last write wins; all or nothing per request."""
+    try:
+        raw = await _read_capped(request)
+        body = decode_body(raw, request.headers.get("content-encoding"))
+        rows = validate_points(body)
+        accepted, updated = await run_in_threadpool(store.ingest_points, run_id, rows)
+    except IngestError as exc:
+        content: dict = {"detail": exc.message}
+        if exc.errors:
+            content["errors"] = exc.errors
+        return JSONResponse(content, status_code=exc.status)
+    except NotFound as exc:
+        return JSONResponse({"detail": str(exc)}, status_code=404)
+    request.app.state.metrics.points_ingested(len(rows))
+    notify = getattr(request.app.state, "refit_notify", None)
+    if notify is not None:
+        notify()
+    return JSONResponse({"accepted": accepted, "updated": updated})
+
+
+@router.get("/{run_id}/points", response_model=PointsOut, dependencies=[READ], responses=NOT_FOUND)
+def get_points(
+    run_id: RunId,
+    store: StoreDep,
+    metric: Annotated[
+        str | None,
+        Query(
+            min_length=1,
+            max_length=limits.MAX_NAME_LENGTH,
+            description="default: the run's fit metric",
+        ),
+    ] = None,
+    max_points: Annotated[int | None, Query(ge=4, le=limits.MAX_DOWNSAMPLE_POINTS)] = None,
+    since_step: Annotated[int | None, Query(ge=0, le=limits.MAX_STEP)] = None,
+) -> dict:
+    """Points of one metric ordered by step; downsampled in the database with `max_points`."""
+    try:
+        name = metric or store.get_run(run_id)["fit_metric"]
+        page = store.get_points(run_id, name, since_step=since_step, max_points=max_points)
+    except NotFound as exc:
+        raise HTTPException(404, str(exc)) from exc
+    return {
+        "metric": page.metric,
+        "points": [
+            {"step": s, "compute": c, "value": v}
+            for s, c, v in zip(page.steps, page.compute, page.values, strict=True)
+        ],
+        "downsampled": page.downsampled,
+        "total": page.total,
+    }

@@ -1,0 +1,82 @@
+"""Runs: create-or-resume, list, read, patch, delete."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Path, Query, Response
+
+from server import limits
+from server.api.deps import ADMIN, AUTH_RESPONSES, READ, WRITE, StoreDep
+from server.api.schemas import ErrorOut, RunCreate, RunList, RunOut, RunPatch, RunStatus
+from server.store import NotFound
+
+router = APIRouter(prefix="/api/v1/runs", tags=["runs"], responses=AUTH_RESPONSES)
+RunId = Annotated[int, Path(ge=1, le=2**31 - 1, description="run id")]
+NOT_FOUND = {404: {"model": ErrorOut, "description": "Unknown run"}}
+
+
+@router.post(
+    "",
+    response_model=RunOut,
+    status_code=201,
+    dependencies=[WRITE],
+    responses={200: {"model": RunOut, "description": "The run already existed: resumed"}},
+)
+def create_run(body: RunCreate, store: StoreDep, response: Response) -> dict:
+    """Create a run, or resume it: the same project + name returns the existing run (200)."""
+    fields = body.model_dump(exclude={"project", "name"})
+    if body.fit_settings is not None:
+        fields["fit_settings"] = body.fit_settings.model_dump(exclude_none=True)
+    run, created = store.get_or_create_run(body.project, body.name, **fields)
+    if not created:
+        response.status_code = 200
+    return run
+
+
+@router.get("", response_model=RunList, dependencies=[READ])
+def list_runs(
+    store: StoreDep,
+    project: Annotated[str | None, Query(max_length=limits.MAX_NAME_LENGTH)] = None,
+    tag: Annotated[str | None, Query(max_length=limits.MAX_TAG_LENGTH)] = None,
+    status: RunStatus | None = None,
+    limit: Annotated[int, Query(ge=1, le=limits.MAX_PAGE_SIZE)] = limits.DEFAULT_PAGE_SIZE,
+    offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
+) -> dict:
+    """Runs, newest first, each with its latest metric values and latest fit summary."""
+    from server.store.base import RunQuery
+
+    runs, total = store.list_runs(
+        RunQuery(project=project, tag=tag, status=status, limit=limit, offset=offset)
+    )
+    return {"runs": runs, "total": total}
+
+
+@router.get("/{run_id}", response_model=RunOut, dependencies=[READ], responses=NOT_FOUND)
+def get_run(run_id: RunId, store: StoreDep) -> dict:
+    try:
+        return store.get_run(run_id)
+    except NotFound as exc:
+        raise HTTPException(404, str(exc)) from exc
+
+
+@router.patch("/{run_id}", response_model=RunOut, dependencies=[WRITE], responses=NOT_FOUND)
+def patch_run(run_id: RunId, body: RunPatch, store: StoreDep) -> dict:
+    """Change status, tags, notes, target compute, fit metric or fit settings (triggers a refit)."""
+    changes = body.model_dump(exclude_unset=True)
+    if "fit_settings" in changes and body.fit_settings is not None:
+        changes["fit_settings"] = body.fit_settings.model_dump(exclude_unset=True)
+    try:
+        return store.update_run(run_id, changes)
+    except NotFound as exc:
+        raise HTTPException(404, str(exc)) from exc
+
+
+@router.delete("/{run_id}", status_code=204, dependencies=[ADMIN], responses=NOT_FOUND)
+def delete_run(run_id: RunId, store: StoreDep) -> Response:
+    """Delete a run with all its points, fits and alerts (admin scope)."""
+    try:
+        store.delete_run(run_id)
+    except NotFound as exc:
+        raise HTTPException(404, str(exc)) from exc
+    return Response(status_code=204)

@@ -1,0 +1,36 @@
+"""API tokens over HTTP (admin scope); `scalewatch token create` does the same offline."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Path
+
+from server.api.deps import ADMIN, AUTH_RESPONSES, StoreDep
+from server.api.schemas import ErrorOut, TokenCreate
+
+router = APIRouter(
+    prefix="/api/v1/tokens", tags=["tokens"], responses=AUTH_RESPONSES, dependencies=[ADMIN]
+)
+
+
+@router.post("", status_code=201)
+def create_token(body: TokenCreate, store: StoreDep) -> dict:
+    """Create a token; the secret is in this response only."""
+    info, token = store.create_token(body.name, body.scope)
+    return {**info, "token": token}
+
+
+@router.get("")
+def list_tokens(store: StoreDep) -> dict:
+    return {"tokens": store.list_tokens()}
+
+
+@router.delete(
+    "/{token_id}",
+    status_code=204,
+    responses={404: {"model": ErrorOut, "description": "Unknown token"}},
+)
+def revoke_token(token_id: Annotated[int, Path(ge=1, le=2**31 - 1)], store: StoreDep) -> None:
+    if not store.revoke_token(token_id):
+        raise HTTPException(404, f"token {token_id} not found")

@@ -1,0 +1,114 @@
+"""Prometheus text metrics: requests, latencies and points ingested (per process)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.requests: dict[tuple[str, str, int], int] = defaultdict(int)
+        self.latency: dict[tuple[str, str], list[float]] = {}
+        self.latency_sum: dict[tuple[str, str], float] = defaultdict(float)
+        self.points = 0
+        self.fits = 0
+        self.fit_failures = 0
+
+    def observe(self, method: str, route: str, status: int, seconds: float) -> None:
+        with self._lock:
+            self.requests[(method, route, status)] += 1
+            key = (method, route)
+            buckets = self.latency.setdefault(key, [0] * (len(_BUCKETS) + 1))
+            for i, bound in enumerate(_BUCKETS):
+                if seconds <= bound:
+                    buckets[i] += 1
+            buckets[-1] += 1
+            self.latency_sum[key] += seconds
+
+    def points_ingested(self, n: int) -> None:
+        with self._lock:
+            self.points += n
+
+    def fit_done(self, ok: bool) -> None:
+        with self._lock:
+            if ok:
+                self.fits += 1
+            else:
+                self.fit_failures += 1
+
+    def render(self) -> str:
+        lines = [
+            "# HELP scalewatch_requests_total HTTP requests by method, route and status.",
+            "# TYPE scalewatch_requests_total counter",
+        ]
+        with self._lock:
+            for (method, route, status), n in sorted(self.requests.items()):
+                lines.append(
+                    f'scalewatch_requests_total{{method="{method}",route="{route}",'
+                    f'status="{status}"}} {n}'
+                )
+            lines += [
+                "# HELP scalewatch_request_seconds Request latency.",
+                "# TYPE scalewatch_request_seconds histogram",
+            ]
+            for (method, route), buckets in sorted(self.latency.items()):
+                labels = f'method="{method}",route="{route}"'
+                for bound, n in zip(_BUCKETS, buckets, strict=False):
+                    lines.append(f'scalewatch_request_seconds_bucket{{{labels},le="{bound}"}} {n}')
+                lines.append(
+                    f'scalewatch_request_seconds_bucket{{{labels},le="+Inf"}} {buckets[-1]}'
+                )
+                lines.append(
+                    f"scalewatch_request_seconds_sum{{{labels}}} "
+                    f"{self.latency_sum[(method, route)]:.6f}"
+                )
+                lines.append(f"scalewatch_request_seconds_count{{{labels}}} {buckets[-1]}")
+            lines += [
+                "# HELP scalewatch_points_ingested_total Metric values accepted by ingestion.",
+                "# TYPE scalewatch_points_ingested_total counter",
+                f"scalewatch_points_ingested_total {self.points}",
+                "# HELP scalewatch_fits_total Curve fits stored by the refitter.",
+                "# TYPE scalewatch_fits_total counter",
+                f"scalewatch_fits_total {self.fits}",
+                "# HELP scalewatch_fit_failures_total Refits that raised.",
+                "# TYPE scalewatch_fit_failures_total counter",
+                f"scalewatch_fit_failures_total {self.fit_failures}",
+            ]
+        return "\n".join(lines) + "\n"
+
+
+class MetricsMiddleware:
+    """Times every request; labels by route template so ids don't explode label cardinality."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        status = 500
+
+        async def send_wrapper(message: dict) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_wrapper)
+        finally:
+            route = scope.get("route")
+            path = getattr(route, "path", None)
+            if path is None:
+                path = "/dashboard" if scope["path"].startswith("/dashboard") else "other"
+            self.metrics.observe(scope["method"], path, status, time.perf_counter() - start)

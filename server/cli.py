@@ -1,0 +1,164 @@
+"""Server-side subcommands of `scalewatch`: serve, db upgrade/current, token, fit.
+
+Imported only when one of them runs, so the trainer-only base install never needs FastAPI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from server.config import Settings, load_settings
+
+
+def add_database_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--database-url",
+        help="SQLAlchemy URL, e.g. postgresql+psycopg://user@host/db "
+        "(default: $SCALEWATCH_DATABASE_URL, else SQLite under $SCALEWATCH_HOME)",
+    )
+
+
+def _settings(args: argparse.Namespace, **extra: object) -> Settings:
+    return load_settings(database_url=getattr(args, "database_url", None), **extra)
+
+
+def _store(settings: Settings, upgrade: bool):  # noqa: ANN202
+    from server.db.engine import make_engine
+    from server.db.migrate import SchemaOutOfDate, ensure_schema
+    from server.store import SqlStore
+
+    engine = make_engine(settings)
+    try:
+        ensure_schema(engine, auto_upgrade=upgrade)
+    except SchemaOutOfDate as exc:
+        print(f"scalewatch: {exc}", file=sys.stderr)
+        raise SystemExit(2) from exc
+    return SqlStore(engine)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    settings = _settings(
+        args,
+        host=args.host,
+        port=args.port,
+        auth=False if args.no_auth else None,
+        public_url=args.public_url,
+    )
+    # SQLite is the embedded default and upgrades itself; a server database is upgraded
+    # deliberately by an operator, so we refuse to run on an old schema.
+    store = _store(settings, upgrade=settings.is_sqlite)
+    if settings.auth and store.count_tokens() == 0:
+        _, token = store.create_token("initial-admin", "admin")
+        print("=" * 72, flush=True)
+        print("No API token existed, so an admin token was created. It is shown only once:")
+        print(f"\n    {token}\n")
+        print("Use it as `Authorization: Bearer <token>` or SCALEWATCH_TOKEN; create more with")
+        print("`scalewatch token create --scope write --name trainer-1`.")
+        print("=" * 72, flush=True)
+    elif not settings.auth:
+        print(
+            "scalewatch: authentication is OFF (--no-auth); anyone who can reach "
+            f"{settings.host}:{settings.port} can read and write.",
+            flush=True,
+        )
+    store.engine.dispose()
+    env = {
+        "SCALEWATCH_DATABASE_URL": settings.database_url,
+        "SCALEWATCH_AUTH": "1" if settings.auth else "0",
+        "SCALEWATCH_HOST": settings.host,
+        "SCALEWATCH_PORT": str(settings.port),
+    }
+    if settings.public_url:
+        env["SCALEWATCH_PUBLIC_URL"] = settings.public_url
+    if args.demo:
+        env["SCALEWATCH_DEMO"] = "1"
+    os.environ.update(env)
+    print(
+        f"scalewatch: serving on http://{settings.host}:{settings.port} "
+        f"(dashboard /dashboard/, API docs /docs, database {settings.database_url.split('://')[0]})",
+        flush=True,
+    )
+    uvicorn.run(
+        "server.api.main:build_app",
+        factory=True,
+        host=settings.host,
+        port=settings.port,
+        workers=args.workers,
+        log_level=args.log_level,
+        proxy_headers=True,
+    )
+    return 0
+
+
+def cmd_db(args: argparse.Namespace) -> int:
+    from server.db.engine import make_engine
+    from server.db.migrate import current_revision, head_revision, upgrade
+
+    settings = _settings(args)
+    engine = make_engine(settings)
+    if args.db_command == "upgrade":
+        before = current_revision(engine)
+        upgrade(engine)
+        print(f"database upgraded: {before or 'empty'} -> {current_revision(engine)}")
+    else:
+        cur, head = current_revision(engine), head_revision(engine)
+        print(f"current: {cur or 'empty'}  head: {head}  {'(up to date)' if cur == head else ''}")
+    return 0
+
+
+def cmd_token(args: argparse.Namespace) -> int:
+    store = _store(_settings(args), upgrade=True)
+    if args.token_command == "create":
+        info, token = store.create_token(args.name, args.scope)
+        print(token)
+        print(
+            f"(token {info['id']} '{info['name']}', scope {info['scope']}: shown only once)",
+            file=sys.stderr,
+        )
+    elif args.token_command == "list":
+        for t in store.list_tokens():
+            state = "revoked" if t["revoked"] else "active"
+            print(f"{t['id']:>4}  {t['prefix']}…  {t['scope']:<6} {state:<8} {t['name']}")
+    elif args.token_command == "revoke":
+        if not store.revoke_token(args.id):
+            print(f"scalewatch: no token {args.id}", file=sys.stderr)
+            return 2
+        print(f"token {args.id} revoked")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("serve", help="run the API and dashboard")
+    add_database_option(p)
+    p.add_argument("--host", default=None, help="bind address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=None, help="port (default 8765)")
+    p.add_argument("--workers", type=int, default=1, help="server processes")
+    p.add_argument("--no-auth", action="store_true", help="turn authentication off (laptop)")
+    p.add_argument("--public-url", help="external base URL used in alert links")
+    p.add_argument("--demo", action="store_true", help="also run simulated trainers")
+    p.add_argument("--log-level", default="info")
+    p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("db", help="database schema")
+    dbsub = p.add_subparsers(dest="db_command", required=True)
+    for name, text in (("upgrade", "apply migrations"), ("current", "show the schema revision")):
+        q = dbsub.add_parser(name, help=text)
+        add_database_option(q)
+    p.set_defaults(func=cmd_db)
+
+    p = sub.add_parser("token", help="API tokens")
+    tsub = p.add_subparsers(dest="token_command", required=True)
+    q = tsub.add_parser("create", help="create a token and print it once")
+    q.add_argument("--scope", choices=["read", "write", "admin"], default="write")
+    q.add_argument("--name", required=True)
+    add_database_option(q)
+    q = tsub.add_parser("list", help="list tokens (never their secrets)")
+    add_database_option(q)
+    q = tsub.add_parser("revoke", help="revoke a token")
+    q.add_argument("id", type=int)
+    add_database_option(q)
+    p.set_defaults(func=cmd_token)

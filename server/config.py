@@ -1,0 +1,89 @@
+"""Every server setting in one place.
+
+Settings come from (in order of precedence) explicit CLI flags, `SCALEWATCH_*` environment
+variables, then defaults. The embedded default is SQLite under `$SCALEWATCH_HOME`
+(`~/.scalewatch`), so `scalewatch serve` works on a laptop with nothing else installed.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+
+def scalewatch_home() -> Path:
+    return Path(os.environ.get("SCALEWATCH_HOME") or Path.home() / ".scalewatch")
+
+
+def _env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    return raw.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    return float(raw) if raw else default
+
+
+def _env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    return int(raw) if raw else default
+
+
+@dataclass(frozen=True)
+class Settings:
+    database_url: str
+    home: Path
+    host: str = "127.0.0.1"
+    port: int = 8765
+    auth: bool = True
+    # Pool sized explicitly: one connection per concurrently served request thread plus the
+    # refitter and alert workers. Overflow absorbs bursts without unbounded growth.
+    pool_size: int = 10
+    max_overflow: int = 10
+    pool_timeout: float = 30.0
+    # Base URL used in links sent out of the process (webhooks). Defaults to host:port.
+    public_url: str | None = None
+    # Background workers (refitter, alert timers, webhook outbox). Disabled in a few tests.
+    workers_enabled: bool = True
+    refit_interval: float = 0.5  # how often the refitter polls for dirty (run, metric) pairs
+    interval_refresh: float = 10.0  # intervals are recomputed at most this often per series
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.database_url.startswith("sqlite")
+
+    @property
+    def base_url(self) -> str:
+        return (self.public_url or f"http://{self.host}:{self.port}").rstrip("/")
+
+    def with_overrides(self, **kwargs: object) -> Settings:
+        clean = {k: v for k, v in kwargs.items() if v is not None}
+        return replace(self, **clean)  # type: ignore[arg-type]
+
+
+def default_sqlite_url(home: Path) -> str:
+    return f"sqlite:///{home / 'scalewatch.db'}"
+
+
+def load_settings(**overrides: object) -> Settings:
+    home = scalewatch_home()
+    url = os.environ.get("SCALEWATCH_DATABASE_URL") or default_sqlite_url(home)
+    settings = Settings(
+        database_url=url,
+        home=home,
+        host=os.environ.get("SCALEWATCH_HOST", "127.0.0.1"),
+        port=_env_int("SCALEWATCH_PORT", 8765),
+        auth=_env_bool("SCALEWATCH_AUTH", True),
+        pool_size=_env_int("SCALEWATCH_POOL_SIZE", 10),
+        max_overflow=_env_int("SCALEWATCH_MAX_OVERFLOW", 10),
+        public_url=os.environ.get("SCALEWATCH_PUBLIC_URL") or None,
+        workers_enabled=_env_bool("SCALEWATCH_WORKERS", True),
+        refit_interval=_env_float("SCALEWATCH_REFIT_INTERVAL", 0.5),
+        interval_refresh=_env_float("SCALEWATCH_INTERVAL_REFRESH", 10.0),
+    )
+    return settings.with_overrides(**overrides)

@@ -1,0 +1,210 @@
+"""Fit history and the refit work queue (leases on dirty series, safe with many workers)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import or_, select, update
+
+from server.db.models import Fit, Point, Run, Series, utcnow
+from server.store.base import DirtySeries, NotFound
+from server.store.common import iso
+from server.store.runs_sql import resolve_fit_metric
+
+
+class FitsMixin:
+    # ---- the refit queue -------------------------------------------------------------------
+    def claim_dirty_series(
+        self, owner: str, lease_seconds: float = 120, limit: int = 8
+    ) -> list[DirtySeries]:
+        """Lease up to `limit` series whose points changed since their last fit.
+
+        The claim is a compare-and-set UPDATE, atomic on both databases: two workers can never
+        hold the same series, and a crashed worker's lease expires so nothing is forgotten.
+        """
+        now = utcnow()
+        with self.session() as s:  # type: ignore[attr-defined]
+            candidates = (
+                s.execute(
+                    select(Series.id)
+                    .where(
+                        Series.refit_requested > Series.refit_done,
+                        or_(Series.lease_until.is_(None), Series.lease_until < now),
+                    )
+                    .order_by(Series.updated_at)
+                    .limit(limit)
+                )
+                .scalars()
+                .all()
+            )
+        claimed: list[DirtySeries] = []
+        for sid in candidates:
+            with self.session() as s:  # type: ignore[attr-defined]
+                res = s.execute(
+                    update(Series)
+                    .where(
+                        Series.id == sid,
+                        Series.refit_requested > Series.refit_done,
+                        or_(Series.lease_until.is_(None), Series.lease_until < now),
+                    )
+                    .values(lease_owner=owner, lease_until=now + timedelta(seconds=lease_seconds))
+                    .returning(Series.run_id, Series.name, Series.refit_requested)
+                ).first()
+                if res is not None:
+                    claimed.append(DirtySeries(sid, res[0], res[1], res[2]))
+        return claimed
+
+    def finish_refit(
+        self,
+        series_id: int,
+        owner: str,
+        requested: int,
+        result: dict[str, Any] | None,
+        has_intervals: bool,
+    ) -> int | None:
+        """Store a fit (if any) and mark the series fitted up to `requested`; drop the lease."""
+        with self.session() as s:  # type: ignore[attr-defined]
+            fit_id = None
+            if result is not None:
+                ci = result.get("ci") or {}
+                a_ci = ci.get("A") or [None, None]
+                fit = Fit(
+                    series_id=series_id,
+                    created_at=utcnow(),
+                    status=result.get("status", "?"),
+                    n_points=int(result.get("n_points") or 0),
+                    max_compute=(result.get("fit_range") or [None, None])[1],
+                    A=result.get("A"),
+                    A_lo=a_ci[0],
+                    A_hi=a_ci[1],
+                    has_intervals=has_intervals,
+                    result=result,
+                )
+                s.add(fit)
+                s.flush()
+                fit_id = fit.id
+                fit.result = {**result, "fit_id": fit_id, "fitted_at": iso(fit.created_at)}
+            values: dict[str, Any] = {
+                "lease_owner": None,
+                "lease_until": None,
+                "refit_done": requested,
+            }
+            if fit_id is not None:
+                values["latest_fit_id"] = fit_id
+            s.execute(
+                update(Series)
+                .where(Series.id == series_id, Series.lease_owner == owner)
+                .values(**values)
+            )
+            return fit_id
+
+    def release_lease(self, series_id: int, owner: str) -> None:
+        with self.session() as s:  # type: ignore[attr-defined]
+            s.execute(
+                update(Series)
+                .where(Series.id == series_id, Series.lease_owner == owner)
+                .values(lease_owner=None, lease_until=None)
+            )
+
+    # ---- inputs of a fit -------------------------------------------------------------------
+    def series_arrays(self, series_id: int) -> tuple[list[float], list[float]]:
+        with self.session() as s:  # type: ignore[attr-defined]
+            rows = s.execute(
+                select(Point.compute, Point.value)
+                .where(Point.series_id == series_id)
+                .order_by(Point.step)
+            ).all()
+            return [r[0] for r in rows], [r[1] for r in rows]
+
+    def fit_context(self, run_id: int) -> dict[str, Any]:
+        """What the fitter needs to know about a run: settings, target, fit metric."""
+        with self.session() as s:  # type: ignore[attr-defined]
+            run = s.get(Run, run_id)
+            if run is None:
+                raise NotFound(f"run {run_id} not found")
+            names = s.scalars(select(Series.name).where(Series.run_id == run_id)).all()
+            return {
+                "run_id": run.id,
+                "project": run.project.name,
+                "name": run.name,
+                "fit_metric": resolve_fit_metric(run.fit_metric, list(names)),
+                "target_compute": run.target_compute,
+                "fit_settings": dict(run.fit_settings or {}),
+                "status": run.status,
+                "last_seen_at": run.last_seen_at,
+            }
+
+    def latest_interval_fit(self, series_id: int) -> dict[str, Any] | None:
+        with self.session() as s:  # type: ignore[attr-defined]
+            row = s.execute(
+                select(Fit.result, Fit.created_at)
+                .where(Fit.series_id == series_id, Fit.has_intervals)
+                .order_by(Fit.id.desc())
+                .limit(1)
+            ).first()
+            return None if row is None else {**row[0], "_created_at": row[1]}
+
+    # ---- reading fits ----------------------------------------------------------------------
+    def _series_id(self, s: Any, run_id: int, metric: str | None) -> tuple[int | None, str]:
+        run = s.get(Run, run_id)
+        if run is None:
+            raise NotFound(f"run {run_id} not found")
+        names = dict(s.execute(select(Series.name, Series.id).where(Series.run_id == run_id)))
+        name = metric or resolve_fit_metric(run.fit_metric, list(names))
+        return names.get(name), name
+
+    def latest_fit(self, run_id: int, metric: str | None = None) -> tuple[str, dict | None]:
+        with self.session() as s:  # type: ignore[attr-defined]
+            sid, name = self._series_id(s, run_id, metric)
+            if sid is None:
+                return name, None
+            fit_id = s.scalar(select(Series.latest_fit_id).where(Series.id == sid))
+            if fit_id is None:
+                return name, None
+            return name, s.scalar(select(Fit.result).where(Fit.id == fit_id))
+
+    def fit_history(
+        self, run_id: int, metric: str | None = None, limit: int = 1000
+    ) -> tuple[str, list[dict]]:
+        with self.session() as s:  # type: ignore[attr-defined]
+            sid, name = self._series_id(s, run_id, metric)
+            if sid is None:
+                return name, []
+            rows = s.execute(
+                select(
+                    Fit.id,
+                    Fit.created_at,
+                    Fit.status,
+                    Fit.n_points,
+                    Fit.max_compute,
+                    Fit.A,
+                    Fit.A_lo,
+                    Fit.A_hi,
+                    Fit.has_intervals,
+                    Fit.result,
+                )
+                .where(Fit.series_id == sid)
+                .order_by(Fit.id.desc())
+                .limit(limit)
+            ).all()
+            out = []
+            for r in reversed(rows):
+                res = r[9] or {}
+                out.append(
+                    {
+                        "id": r[0],
+                        "created_at": iso(r[1]),
+                        "status": r[2],
+                        "n_points": r[3],
+                        "max_compute": r[4],
+                        "A": r[5],
+                        "A_ci": [r[6], r[7]] if r[6] is not None else None,
+                        "has_intervals": r[8],
+                        "A_lower_bound": res.get("A_lower_bound"),
+                        "B": res.get("B"),
+                        "C_mid": res.get("C_mid"),
+                        "predicted_at_target": res.get("predicted_at_target"),
+                    }
+                )
+            return name, out

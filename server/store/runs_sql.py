@@ -1,0 +1,219 @@
+"""Runs and projects: create-or-resume, list with filters, patch, delete."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import delete, func, select, update
+from sqlalchemy.orm import Session
+
+from server.db.models import Fit, Project, Run, RunTag, Series, utcnow
+from server.store.base import NotFound, RunQuery
+from server.store.common import dialect_insert, fit_summary, iso
+
+DEFAULT_FIT_METRICS = ("val_pass_rate", "reward")
+PATCHABLE = {"status", "tags", "notes", "target_compute", "fit_metric", "fit_settings", "config"}
+
+
+def resolve_fit_metric(explicit: str | None, metric_names: set[str] | list[str]) -> str:
+    """The run's fit_metric, else val_pass_rate when the run has it, else reward."""
+    if explicit:
+        return explicit
+    names = set(metric_names)
+    for name in DEFAULT_FIT_METRICS:
+        if name in names:
+            return name
+    return DEFAULT_FIT_METRICS[-1]
+
+
+class RunsMixin:
+    def _project_id(self, s: Session, name: str) -> int:
+        insert = dialect_insert(s)
+        s.execute(insert(Project).values(name=name, created_at=utcnow()).on_conflict_do_nothing())
+        return s.scalar(select(Project.id).where(Project.name == name))  # type: ignore[return-value]
+
+    def get_or_create_run(self, project: str, name: str, **fields: Any) -> tuple[dict, bool]:
+        with self.session() as s:  # type: ignore[attr-defined]
+            pid = self._project_id(s, project)
+            insert = dialect_insert(s)
+            now = utcnow()
+            tags = list(dict.fromkeys(fields.get("tags") or []))
+            stmt = (
+                insert(Run)
+                .values(
+                    project_id=pid,
+                    name=name,
+                    config=fields.get("config") or {},
+                    tags=tags,
+                    notes=fields.get("notes") or "",
+                    status="running",
+                    compute_unit=fields.get("compute_unit") or "gpu_hours",
+                    target_compute=fields.get("target_compute"),
+                    fit_metric=fields.get("fit_metric"),
+                    fit_settings=fields.get("fit_settings") or {},
+                    created_at=now,
+                    last_seen_at=now,
+                )
+                .on_conflict_do_nothing()
+                .returning(Run.id)
+            )
+            new_id = s.scalar(stmt)
+            created = new_id is not None
+            if created:
+                if tags:
+                    s.execute(insert(RunTag), [{"run_id": new_id, "tag": t} for t in tags])
+                run_id = new_id
+            else:
+                run_id = s.scalar(select(Run.id).where(Run.project_id == pid, Run.name == name))
+                # A resumed run is alive again.
+                s.execute(
+                    update(Run).where(Run.id == run_id).values(last_seen_at=now, status="running")
+                )
+            return self._run_dicts(s, [run_id])[0], created
+
+    def get_run(self, run_id: int) -> dict:
+        with self.session() as s:  # type: ignore[attr-defined]
+            found = self._run_dicts(s, [run_id])
+            if not found:
+                raise NotFound(f"run {run_id} not found")
+            return found[0]
+
+    def list_runs(self, query: RunQuery) -> tuple[list[dict], int]:
+        with self.session() as s:  # type: ignore[attr-defined]
+            q = select(Run.id)
+            if query.project is not None:
+                q = q.join(Project, Project.id == Run.project_id).where(
+                    Project.name == query.project
+                )
+            if query.status is not None:
+                q = q.where(Run.status == query.status)
+            if query.tag is not None:
+                q = q.where(Run.id.in_(select(RunTag.run_id).where(RunTag.tag == query.tag)))
+            total = s.scalar(select(func.count()).select_from(q.subquery())) or 0
+            ids = s.scalars(
+                q.order_by(Run.created_at.desc(), Run.id.desc())
+                .limit(query.limit)
+                .offset(query.offset)
+            ).all()
+            return self._run_dicts(s, list(ids)), total
+
+    def update_run(self, run_id: int, changes: dict[str, Any]) -> dict:
+        changes = {k: v for k, v in changes.items() if k in PATCHABLE}
+        with self.session() as s:  # type: ignore[attr-defined]
+            run = s.get(Run, run_id, with_for_update=True)
+            if run is None:
+                raise NotFound(f"run {run_id} not found")
+            refit = False
+            if "tags" in changes:
+                tags = list(dict.fromkeys(changes["tags"] or []))
+                run.tags = tags
+                s.execute(delete(RunTag).where(RunTag.run_id == run_id))
+                if tags:
+                    s.execute(
+                        dialect_insert(s)(RunTag), [{"run_id": run_id, "tag": t} for t in tags]
+                    )
+            if "fit_settings" in changes:
+                merged = dict(run.fit_settings or {})
+                for key, value in (changes["fit_settings"] or {}).items():
+                    if value is None:
+                        merged.pop(key, None)
+                    else:
+                        merged[key] = value
+                run.fit_settings = merged
+                refit = True
+            for key in ("status", "notes", "config"):
+                if key in changes and changes[key] is not None:
+                    setattr(run, key, changes[key])
+            if "target_compute" in changes:
+                run.target_compute = changes["target_compute"]
+                refit = True
+            if "fit_metric" in changes:
+                run.fit_metric = changes["fit_metric"]
+                refit = True
+            s.flush()
+            if refit:
+                self._request_refit(s, run)
+            return self._run_dicts(s, [run_id])[0]
+
+    def _request_refit(self, s: Session, run: Run) -> None:
+        names = s.scalars(select(Series.name).where(Series.run_id == run.id)).all()
+        metric = resolve_fit_metric(run.fit_metric, list(names))
+        s.execute(
+            update(Series)
+            .where(Series.run_id == run.id, Series.name == metric)
+            .values(refit_requested=Series.refit_requested + 1)
+        )
+
+    def delete_run(self, run_id: int) -> None:
+        with self.session() as s:  # type: ignore[attr-defined]
+            if s.get(Run, run_id) is None:
+                raise NotFound(f"run {run_id} not found")
+            # Explicit deletes in dependency order: correct even where FK cascades are off.
+            series_ids = select(Series.id).where(Series.run_id == run_id)
+            from server.db.models import Point
+
+            s.execute(delete(Point).where(Point.series_id.in_(series_ids)))
+            s.execute(delete(Fit).where(Fit.series_id.in_(series_ids)))
+            self._delete_run_dependents(s, run_id)
+            s.execute(delete(Series).where(Series.run_id == run_id))
+            s.execute(delete(RunTag).where(RunTag.run_id == run_id))
+            s.execute(delete(Run).where(Run.id == run_id))
+
+    def _delete_run_dependents(self, s: Session, run_id: int) -> None:
+        """Hook for tables added later (alerts) that reference runs."""
+
+    def _run_dicts(self, s: Session, ids: list[int]) -> list[dict]:
+        if not ids:
+            return []
+        runs = {r.id: r for r in s.scalars(select(Run).where(Run.id.in_(ids))).unique().all()}
+        series_rows = s.execute(
+            select(Series.run_id, Series.name, Series.last_value, Series.latest_fit_id)
+            .where(Series.run_id.in_(ids))
+            .order_by(Series.name)
+        ).all()
+        latest: dict[int, dict[str, float | None]] = {i: {} for i in ids}
+        fit_ids: dict[int, dict[str, int | None]] = {i: {} for i in ids}
+        for run_id, name, value, fit_id in series_rows:
+            latest[run_id][name] = value
+            fit_ids[run_id][name] = fit_id
+        wanted: dict[int, int] = {}
+        for run_id in ids:
+            run = runs.get(run_id)
+            if run is None:
+                continue
+            metric = resolve_fit_metric(run.fit_metric, list(latest[run_id]))
+            fit_id = fit_ids[run_id].get(metric)
+            if fit_id is not None:
+                wanted[run_id] = fit_id
+        fits = {}
+        if wanted:
+            fits = dict(
+                s.execute(select(Fit.id, Fit.result).where(Fit.id.in_(wanted.values()))).all()
+            )
+        out = []
+        for run_id in ids:
+            run = runs.get(run_id)
+            if run is None:
+                continue
+            out.append(
+                {
+                    "id": run.id,
+                    "project": run.project.name,
+                    "name": run.name,
+                    "status": run.status,
+                    "config": run.config or {},
+                    "tags": run.tags or [],
+                    "notes": run.notes or "",
+                    "compute_unit": run.compute_unit,
+                    "target_compute": run.target_compute,
+                    "fit_metric": resolve_fit_metric(run.fit_metric, list(latest[run_id])),
+                    "fit_settings": run.fit_settings or {},
+                    "created_at": iso(run.created_at),
+                    "last_seen_at": iso(run.last_seen_at),
+                    "last_step": run.last_step,
+                    "last_compute": run.last_compute,
+                    "latest": latest[run_id],
+                    "fit": fit_summary(fits.get(wanted.get(run_id))),
+                }
+            )
+        return out

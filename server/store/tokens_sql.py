@@ -1,0 +1,74 @@
+"""API tokens: created once and shown once, stored as SHA-256 digests."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+
+from sqlalchemy import func, select, update
+
+from server.db.models import SCOPES, ApiToken, utcnow
+from server.store.common import iso
+
+TOKEN_PREFIX = "sw_"
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+class TokensMixin:
+    def create_token(self, name: str, scope: str) -> tuple[dict, str]:
+        if scope not in SCOPES:
+            raise ValueError(f"scope must be one of {', '.join(SCOPES)}")
+        token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        with self.session() as s:  # type: ignore[attr-defined]
+            row = ApiToken(
+                name=name,
+                scope=scope,
+                token_hash=hash_token(token),
+                prefix=token[:10],
+                created_at=utcnow(),
+                revoked=False,
+            )
+            s.add(row)
+            s.flush()
+            return self._token_dict(row), token
+
+    def lookup_token(self, token: str) -> dict | None:
+        with self.session() as s:  # type: ignore[attr-defined]
+            row = s.scalar(select(ApiToken).where(ApiToken.token_hash == hash_token(token)))
+            if row is None or row.revoked:
+                return None
+            return self._token_dict(row)
+
+    def touch_token(self, token_id: int) -> None:
+        with self.session() as s:  # type: ignore[attr-defined]
+            s.execute(update(ApiToken).where(ApiToken.id == token_id).values(last_used_at=utcnow()))
+
+    def list_tokens(self) -> list[dict]:
+        with self.session() as s:  # type: ignore[attr-defined]
+            return [self._token_dict(t) for t in s.scalars(select(ApiToken).order_by(ApiToken.id))]
+
+    def revoke_token(self, token_id: int) -> bool:
+        with self.session() as s:  # type: ignore[attr-defined]
+            res = s.execute(update(ApiToken).where(ApiToken.id == token_id).values(revoked=True))
+            return bool(res.rowcount)
+
+    def count_tokens(self) -> int:
+        with self.session() as s:  # type: ignore[attr-defined]
+            return (
+                s.scalar(select(func.count()).select_from(ApiToken).where(~ApiToken.revoked)) or 0
+            )
+
+    @staticmethod
+    def _token_dict(t: ApiToken) -> dict:
+        return {
+            "id": t.id,
+            "name": t.name,
+            "scope": t.scope,
+            "prefix": t.prefix,
+            "created_at": iso(t.created_at),
+            "last_used_at": iso(t.last_used_at),
+            "revoked": t.revoked,
+        }

@@ -1,0 +1,96 @@
+"""The `scalewatch` command. Standard library only: server subcommands import lazily.
+
+The base install (trainer client) has `sync` and `pipelinerl-sidecar`; `serve`, `db`,
+`token` and `fit` need the server extra and say how to install it when it is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+SERVER_COMMANDS = ("serve", "db", "token", "fit", "simulate")
+INSTALL_HINT = (
+    "scalewatch: the '{cmd}' command needs the server extra, which is not installed "
+    "(missing module: {missing}).\n    pip install 'scalewatch[server]'"
+)
+
+
+SERVER_MODULES = ("fastapi", "sqlalchemy", "alembic", "uvicorn", "numpy", "scipy")
+
+
+def _missing_server_module() -> str | None:
+    from importlib.util import find_spec
+
+    for name in SERVER_MODULES:
+        if find_spec(name) is None:
+            return name
+    return None
+
+
+def _server_parsers(sub: argparse._SubParsersAction) -> bool:
+    if _missing_server_module() is not None:
+        return False
+    from server import cli as server_cli
+
+    server_cli.register(sub)
+    return True
+
+
+def _client_parsers(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("sync", help="send spooled points that did not reach the server")
+    p.add_argument("--url", help="server URL (default $SCALEWATCH_URL)")
+    p.add_argument("--token", help="API token (default $SCALEWATCH_TOKEN)")
+    p.set_defaults(func=_cmd_sync)
+    p = sub.add_parser("pipelinerl-sidecar", help="follow a PipelineRL experiment directory")
+    try:
+        from trainer_client.pipelinerl import add_sidecar_arguments, sidecar_main
+    except ImportError:  # pragma: no cover - present in every install
+        return
+    add_sidecar_arguments(p)
+    p.set_defaults(func=sidecar_main)
+
+
+def _cmd_sync(args: argparse.Namespace) -> int:
+    from trainer_client import replay_spools
+
+    summary = replay_spools(url=args.url, token=args.token)
+    print(summary)
+    return 0
+
+
+def _cmd_fit(argv: list[str]) -> int:
+    from server.fitting.cli import main as fit_main
+
+    return fit_main(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "fit":
+        # `fit` owns its whole argument list (its own --help, exit 2 on bad files).
+        missing = _missing_server_module()
+        if missing:
+            print(INSTALL_HINT.format(cmd="fit", missing=missing), file=sys.stderr)
+            return 2
+        return _cmd_fit(argv[1:])
+    parser = argparse.ArgumentParser(
+        prog="scalewatch", description="Live ScaleRL scaling-curve fits for RL training runs."
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    has_server = _server_parsers(sub)
+    _client_parsers(sub)
+    if not has_server and argv and argv[0] in SERVER_COMMANDS:
+        print(INSTALL_HINT.format(cmd=argv[0], missing=_missing_server_module()), file=sys.stderr)
+        return 2
+    if not has_server:
+        sub.add_parser("fit", help="fit a CSV (needs the server extra)")
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 0 if not argv else 2
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
