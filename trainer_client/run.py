@@ -18,7 +18,7 @@ Data path of one point::
   ``MAX_MEMORY_POINTS`` the oldest are dropped with an error that gives the count.
 * The sender thread takes the spool's lock (one sender per run at a time, across processes),
   registers the run (``POST /api/v1/runs``; create-or-get, so a restarted trainer resumes its
-  run), then sends batch files in order, merging small ones (at most 5,000 points per request),
+  run), then sends batch files in order, merging small ones (at most 1,000 points per request),
   over one keep-alive connection. Network errors, 408, 429 (honouring ``Retry-After``) and 5xx are
   retried with exponential backoff and full jitter (capped at 30 s). 401/403 keep the batches in
   the spool and retry slowly (a wrong token must not destroy data; fix the token and
@@ -66,7 +66,7 @@ logger = logging.getLogger("scalewatch")
 
 DEFAULT_URL = "http://127.0.0.1:8765"
 BATCH_POINTS = 1000  # points per spool file (and per request from live logging)
-MAX_REQUEST_POINTS = 5000  # merged replay requests (the server accepts <= 10,000)
+MAX_REQUEST_POINTS = 1000  # small spool files are merged into requests of <= 1,000 points
 MAX_REQUEST_FILES = 50
 FLUSH_INTERVAL = 1.0
 MAX_MEMORY_POINTS = 2_000_000  # only reachable if the spool disk fails
@@ -74,6 +74,11 @@ BACKOFF_BASE = 0.5
 BACKOFF_CAP = 30.0
 RETRY_AFTER_CAP = 300.0
 MODES = ("online", "offline")
+# Server limits (server/limits.py), checked in log() so a bad point fails at the call site
+# instead of getting a whole batch rejected later.
+MAX_METRICS_PER_POINT = 100
+MAX_NAME_LENGTH = 200
+MAX_STEP = 2**62
 
 _RUNS: weakref.WeakSet[Run] = weakref.WeakSet()
 
@@ -109,6 +114,13 @@ def _check_name(label: str, value: Any) -> str:
     return value
 
 
+def _bad_name(k: Any) -> None:
+    if not isinstance(k, str):
+        raise TypeError(f"metric names must be strings, got {type(k).__name__}")
+    if not k or len(k) > MAX_NAME_LENGTH or "\x00" in k:
+        raise ValueError(f"metric names must have 1..{MAX_NAME_LENGTH} characters, got {k!r}")
+
+
 def _to_float(key: str, v: Any) -> float:
     """Slow path of ``log()`` for values that are not plain floats."""
     if type(v) is int:
@@ -130,8 +142,8 @@ def _to_step(step: Any) -> int:
         s = step.__index__()  # int subclasses, numpy integers
     except AttributeError:
         raise TypeError(f"step must be an int, got {type(step).__name__}") from None
-    if s < 0:
-        raise ValueError(f"step must be >= 0, got {s}")
+    if s < 0 or s > MAX_STEP:
+        raise ValueError(f"step must be in [0, 2**62], got {s}")
     return s
 
 
@@ -153,6 +165,42 @@ def _to_compute(compute: Any) -> float:
     if not math.isfinite(c) or c < 0:
         raise ValueError(f"compute must be a finite number >= 0, got {c!r}")
     return c
+
+
+MAX_CONFIG_BYTES = 256 * 1024
+
+
+def _json_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """A JSON-safe copy of ``config`` the server accepts (objects -> str, NaN/inf -> None).
+
+    A config larger than the server's 256 KiB limit is cut down to its top-level scalars
+    (with a warning) rather than letting the run registration fail.
+    """
+
+    def clean(v: Any) -> Any:
+        if isinstance(v, Mapping):
+            return {str(k).replace("\x00", ""): clean(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple, set, frozenset)):
+            return [clean(x) for x in v]
+        if isinstance(v, bool) or v is None or isinstance(v, (int, str)):
+            return v.replace("\x00", "") if isinstance(v, str) else v
+        if isinstance(v, float):
+            return v if math.isfinite(v) else None
+        try:
+            f = float(v)  # numpy scalars
+            return f if math.isfinite(f) else None
+        except (TypeError, ValueError):
+            return str(v).replace("\x00", "")
+
+    out = clean(config)
+    if len(json.dumps(out)) > MAX_CONFIG_BYTES:
+        logger.warning("scalewatch: config is larger than 256 KiB; only its top-level scalars "
+                       "are sent")
+        out = {k: v for k, v in out.items()
+               if isinstance(v, (int, float, str, bool)) or v is None}
+        out = {k: (v[:1000] if isinstance(v, str) else v) for k, v in out.items()}
+        out["_scalewatch_truncated"] = True
+    return out
 
 
 def dedupe_points(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -218,9 +266,11 @@ class Run:
             "name": self.name,
             "compute_unit": compute_unit,
         }
-        if config is not None:  # JSON-safe copy (unknown objects become strings)
-            self._meta["config"] = json.loads(json.dumps(dict(config), default=str))
+        if config is not None:
+            self._meta["config"] = _json_config(config)
         if tags is not None:
+            if len(tags) > 50 or any(not t or len(t) > 100 or "\x00" in t for t in tags):
+                raise ValueError("tags: at most 50 non-empty strings of <= 100 characters")
             self._meta["tags"] = list(tags)
         if target_compute is not None:
             self._meta["target_compute"] = target_compute
@@ -303,8 +353,10 @@ class Run:
             raise RuntimeError(f"scalewatch run {self.project}/{self.name} is finished")
         if type(metrics) is not dict and not isinstance(metrics, Mapping):
             raise TypeError(f"metrics must be a dict, got {type(metrics).__name__}")
-        if type(step) is not int or step < 0:
+        if type(step) is not int or step < 0 or step > MAX_STEP:
             step = _to_step(step)
+        if len(metrics) > MAX_METRICS_PER_POINT:
+            raise ValueError(f"at most {MAX_METRICS_PER_POINT} metrics per log() call")
         if type(compute) is not float or compute < 0.0 or compute - compute != 0.0:
             if compute is None:
                 compute = self.meter.value if self.meter is not None else self._last_compute
@@ -312,17 +364,17 @@ class Run:
                     raise ValueError("compute is required (pass compute= or init(meter=...))")
             else:
                 compute = _to_compute(compute)
-        self._last_compute = compute
         out = {}
         for k, v in metrics.items():
-            if type(k) is not str or not k:
-                raise TypeError(f"metric names must be non-empty strings, got {k!r}")
+            if type(k) is not str or not k or len(k) > MAX_NAME_LENGTH or "\x00" in k:
+                _bad_name(k)
             if type(v) is not float:
                 v = _to_float(k, v)
             if v - v != 0.0:  # NaN or +-inf
                 self._nonfinite.hit(key=k, step=step)
                 continue
             out[k] = v
+        self._last_compute = compute
         if out:
             q = self._q
             q.append((step, compute, out, time.time()))
