@@ -18,6 +18,8 @@ MIN_DISTINCT = 4
 COARSE = (12, 8)  # coarse (m, B) check grid used to validate warm starts
 ID_MAX_WIDTH = 0.1  # A interval wider than this -> unidentified
 EDGE_EPS = 1e-3
+KNEE_FACTOR = 2.0  # the fit window must reach KNEE_FACTOR * C_mid to claim A
+MIN_RISE = 0.3  # ... and the fitted curve must cover this fraction of its gain in the window
 
 
 @dataclass(frozen=True)
@@ -253,10 +255,19 @@ def finish(prep: Prepared, options: FitOptions, pf: PointFit) -> FitResult:
     a_lo, a_hi = unc.ci_a
     at_edge = a_lo <= lo + EDGE_EPS or a_hi >= hi - EDGE_EPS
     wide = a_hi - a_lo > ID_MAX_WIDTH
+    # Knee check (besides the interval): a short window of persistent (autocorrelated) noise
+    # can look like a plateau and give a deceptively narrow interval, with the whole rise put
+    # in the unobserved gap before the window.  Claim A only when the data reach ~2 C_mid and
+    # the fitted curve visibly rises inside the window.
+    x_end = float(prep.x[-1])
+    rise = float(frac(np.array([x_end]), m, b)[0] - frac(np.array([prep.x[0]]), m, b)[0])
+    pre_knee = x_end < m + np.log(KNEE_FACTOR) or rise < MIN_RISE
     draws = tuple(tuple(map(float, r)) for r in unc.draws)
     env = tuple(tuple(map(float, r)) for r in unc.envelope)
-    if at_edge or wide:
-        why = "reaches the value-range bound" if at_edge else f"is wider than {ID_MAX_WIDTH}"
+    if at_edge or wide or pre_knee:
+        why = ("reaches the value-range bound" if at_edge else f"is wider than {ID_MAX_WIDTH}"
+               if wide else f"and the data do not reach {KNEE_FACTOR:g} x C_mid with a visible "
+               "rise in the window")
         return FitResult(
             status="unidentified", A=None, A_lower_bound=a_lo, ci=ci,
             predicted_at_target=pred, predicted_interval=unc.predicted_interval,

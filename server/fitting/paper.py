@@ -94,7 +94,7 @@ def fit_paper(
     aa, cc = np.meshgrid(A_GRID, cmg, indexing="ij")
     aa, cc = aa.ravel(), cc.ravel()
     if exact:
-        bb = np.array([_b_exact(c, y, r0, float(a), float(m)) for a, m in zip(aa, cc)])
+        bb = np.array([_b_exact(c, y, r0, float(a), float(m)) for a, m in zip(aa, cc, strict=True)])
     else:
         bb = _b_vectorised(c, y, r0, aa, cc)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):

@@ -1,0 +1,183 @@
+"""Backtest of the fitting methods: fit the first half of each run's compute, predict its end.
+
+    .venv/bin/python bench/fit_accuracy.py [--reps 3] [--no-real] [--no-paper]
+
+Two sets:
+
+* **synthetic**: runs generated from the paper's Table 1 fits (``server.fitting.synth``):
+  an evaluation every budget/n_evals GPU-h (n_evals 60-160, i.e. every ~100 steps), AR(1)
+  evaluation noise (sigma 0.007-0.013, rho 0.3-0.8), an early linear regime up to 1.5k GPU-h,
+  budgets 4k-64k GPU-h (the 4k/8k ones are often cut before their knee).  Truth = the
+  noiseless curve at the budget.  Protocol: fit_until = budget / 2, warmup = 1.5k GPU-h (the paper's).
+* **real**: ``/work/shared/data/real_curves/all_curves_long.csv`` (read in place, never copied),
+  curves with >= 30 points, ``duplicate_of`` rows skipped; compute = gpu_hours (minus the
+  start-up time at step 0), else cum_samples, else step.  Truth = mean of the last 5% of the
+  points (at least 3), so it carries evaluation noise of its own.  For the paper method the
+  C_mid grid [100, 40000] (GPU-h in the paper) is rescaled so that 8000 maps to the fit window's
+  end, as in the paper's 8k-of-16k protocol.
+
+Columns: median and p90 |prediction - truth| (over every run with a prediction, and over the
+runs whose status is ``ok``), coverage of the 95% prediction interval, and *confidently wrong*:
+status ``ok`` and the truth more than 0.05 outside the interval (the baselines report no
+interval, so for them: |error| > 0.05).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from server.fitting import FitOptions, fit_curve  # noqa: E402
+from server.fitting.fit import prepare  # noqa: E402
+from server.fitting.paper import CMID_GRID, fit_baseline  # noqa: E402
+from server.fitting.synth import TABLE1, make_run  # noqa: E402
+
+REAL = Path("/work/shared/data/real_curves")
+BUDGETS = (4000.0, 8000.0, 16000.0, 32000.0, 64000.0)
+
+
+def synthetic_runs(reps: int, seed: int = 0) -> list[dict]:
+    rng = np.random.default_rng(seed)
+    runs = []
+    for rep in range(reps):
+        for name, cm, b, a in TABLE1:
+            for budget in BUDGETS:
+                rho = rng.uniform(0.3, 0.8)
+                c, y, truth = make_run(
+                    a, b, cm, budget, rng, r0=rng.uniform(0.25, 0.40),
+                    n_evals=int(rng.integers(60, 161)), sigma=rng.uniform(0.007, 0.013),
+                    rho=rho)
+                half = budget / 2
+                runs.append(dict(name=f"{name}/{int(budget)}/{rep}", c=c, y=y,
+                                 truth=float(truth[-1]), fit_until=half,
+                                 warmup=1500.0, target=budget, a_true=a,
+                                 cmid_grid=None, rho=rho))
+    return runs
+
+
+def real_runs() -> list[dict]:
+    if not (REAL / "all_curves_long.csv").exists():
+        return []
+    dup = set()
+    with open(REAL / "runs.csv", newline="") as f:
+        for r in csv.DictReader(f):
+            if r["duplicate_of"]:
+                dup.add((r["source"], r["run_id"]))
+    pts: dict[tuple[str, str, str], list[dict]] = defaultdict(list)
+    with open(REAL / "all_curves_long.csv", newline="") as f:
+        for r in csv.DictReader(f):
+            if (r["source"], r["run_id"]) not in dup:
+                pts[(r["source"], r["run_id"], r["metric"])].append(r)
+    runs = []
+    for (src, run, _metric), rows in sorted(pts.items()):
+        if len(rows) < 30:
+            continue
+        rows.sort(key=lambda r: float(r["step"]))
+        for col in ("gpu_hours", "cum_samples", "step"):
+            if all(r[col] != "" for r in rows):
+                break
+        c = np.array([float(r[col]) for r in rows])
+        if col == "gpu_hours":
+            c = c - c[0]  # W&B process time includes start-up before the first update
+        y = np.array([float(r["value"]) for r in rows])
+        k = max(3, len(y) // 20)
+        half = float(c[-1]) / 2
+        runs.append(dict(name=f"{src}/{run[:40]}", c=c, y=y, truth=float(y[-k:].mean()),
+                         fit_until=half, warmup=0.0, target=float(c[-1]), a_true=None,
+                         cmid_grid=CMID_GRID * half / 8000.0, unit=col))
+    return runs
+
+
+def run_method(run: dict, method: str) -> dict:
+    opts = FitOptions(warmup=run["warmup"], fit_until=run["fit_until"],
+                      target_compute=run["target"], method=method)
+    t0 = time.perf_counter()
+    if method == "paper":
+        prep = prepare(run["c"], run["y"], opts)
+        res = fit_baseline(prep, opts, cmid_grid=run["cmid_grid"], exact=False)
+    else:
+        res = fit_curve(run["c"], run["y"], opts)
+    dt = time.perf_counter() - t0
+    pred = res.predicted_at_target
+    iv = res.predicted_interval
+    out = dict(status=res.status, pred=pred, iv=iv, ms=dt * 1000, a=res.A, ci_a=None)
+    if res.ci:
+        out["ci_a"] = res.ci.get("A")
+    truth = run["truth"]
+    out["err"] = None if pred is None else pred - truth
+    if iv is not None:
+        miss = max(iv[0] - truth, truth - iv[1], 0.0)
+        out["covered"] = miss == 0.0
+        out["conf_wrong"] = res.status == "ok" and miss > 0.05
+    else:
+        out["covered"] = None
+        out["conf_wrong"] = res.status == "ok" and pred is not None and abs(pred - truth) > 0.05
+    return out
+
+
+def _q(v: list[float], q: float) -> str:
+    return f"{np.quantile(v, q):.4f}" if v else "  -   "
+
+
+def summarize(label: str, runs: list[dict], outs: list[dict]) -> str:
+    errs = [abs(o["err"]) for o in outs if o["err"] is not None]
+    ok = [abs(o["err"]) for o in outs if o["err"] is not None and o["status"] == "ok"]
+    cov = [o["covered"] for o in outs if o["covered"] is not None]
+    covs = f"{100 * np.mean(cov):5.1f}%" if cov else "   -  "
+    cov_ok = [o["covered"] for o in outs if o["covered"] is not None and o["status"] == "ok"]
+    covs += f" {100 * np.mean(cov_ok):5.1f}%" if cov_ok else "    -  "
+    n_ok = sum(o["status"] == "ok" for o in outs)
+    n_un = sum(o["status"] == "unidentified" for o in outs)
+    n_in = sum(o["status"] == "insufficient_data" for o in outs)
+    wrong = sum(bool(o["conf_wrong"]) for o in outs)
+    a_cov = [o["ci_a"][0] <= r["a_true"] <= o["ci_a"][1] for r, o in zip(runs, outs, strict=True)
+             if o["status"] == "ok" and o["ci_a"] and r["a_true"] is not None]
+    a_covs = f"{100 * np.mean(a_cov):5.1f}%" if a_cov else "   -  "
+    ms = np.median([o["ms"] for o in outs])
+    return (f"{label:10s} {len(errs):4d} {_q(errs, .5)} {_q(errs, .9)}  {len(ok):4d} {_q(ok, .5)} "
+            f"{_q(ok, .9)}  {covs}  {a_covs}  {wrong:5d}   {n_ok:3d}/{n_un:3d}/{n_in:3d}  {ms:7.1f}")
+
+
+HEADER = ("method      n   med|e|  p90|e|   n_ok med_ok  p90_ok  cover95 (ok)   A-cover  "
+          "conf_wrong  ok/unid/insuf  ms/fit")
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--no-real", action="store_true")
+    ap.add_argument("--no-paper", action="store_true")
+    ap.add_argument("--verbose", action="store_true")
+    args = ap.parse_args(argv)
+    methods = ["default", "curve_fit"] + ([] if args.no_paper else ["paper"])
+    sets = [("synthetic (Table 1, AR(1) noise)", synthetic_runs(args.reps))]
+    if not args.no_real:
+        real = real_runs()
+        if real:
+            sets.append((f"real curves ({len(real)} runs, {REAL})", real))
+    for title, runs in sets:
+        print(f"\n== {title}: {len(runs)} runs ==")
+        print(HEADER)
+        for method in methods:
+            outs = [run_method(r, method) for r in runs]
+            print(summarize(method, runs, outs), flush=True)
+            if args.verbose and method == "default":
+                for r, o in zip(runs, outs, strict=True):
+                    bad = o["covered"] is False
+                    print(f"   {'!' if bad else ' '} {r['name']:45s} {o['status']:12s} "
+                          f"err={o['err'] if o['err'] is None else round(o['err'], 4)} "
+                          f"iv={o['iv'] and tuple(round(v, 3) for v in o['iv'])} "
+                          f"truth={r['truth']:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
