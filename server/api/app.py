@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse
 from sqlalchemy.exc import OperationalError
 
@@ -79,6 +80,16 @@ def create_app(settings: Settings, store: SqlStore | None = None) -> FastAPI:
     app.state.metrics = Metrics()
     app.state.refit_notify = None
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        # Only location, message and type: echoing the input back would fail on NaN and could
+        # reflect megabytes of payload.
+        detail = [
+            {"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")), "type": e.get("type")}
+            for e in exc.errors()
+        ]
+        return JSONResponse({"detail": detail}, status_code=422)
 
     @app.exception_handler(OperationalError)
     async def _db_unavailable(_request: Request, exc: OperationalError) -> JSONResponse:

@@ -36,6 +36,10 @@ class TokenCache:
         self._lock = threading.Lock()
         self._items: dict[str, tuple[float, dict | None]] = {}
 
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
     def get(self, store: SqlStore, token: str) -> dict | None:
         now = time.monotonic()
         with self._lock:

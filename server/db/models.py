@@ -68,7 +68,7 @@ class Run(Base):
     last_step: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     last_compute: Mapped[float | None] = mapped_column(Float, nullable=True)
 
-    project: Mapped[Project] = relationship(lazy="joined")
+    project: Mapped[Project] = relationship()
     series: Mapped[list[Series]] = relationship(
         back_populates="run", cascade="all, delete-orphan", passive_deletes=True
     )

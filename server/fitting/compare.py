@@ -1,2 +1,199 @@
-def compare_fits(*a, **k):
-    raise NotImplementedError
+"""Comparing fitted runs: the paper's decision rule, crossovers and a winner at a budget."""
+
+from __future__ import annotations
+
+from itertools import combinations
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from .fit import point_fit, prepare
+from .model import FloatArray, curves_many
+from .result import FitOptions, FitResult
+
+SAME_A_MARGIN = 0.02  # the paper's error margin on A (App. A.5)
+N_CROSS_GRID = 600
+
+
+def refit_fixed_a(
+    compute: ArrayLike, values: ArrayLike, options: FitOptions, a: float
+) -> tuple[float, float, float] | None:
+    """Refit with A fixed (the paper's slope comparison); returns (B, C_mid, R0)."""
+    prep = prepare(compute, values, options)
+    if prep.y.size < 3:
+        return None
+    pf = point_fit(prep.x, prep.y, prep.r0, tuple(options.value_range), fixed_a=a)
+    _, m, b, r0 = pf.theta
+    return b, prep.c0 * float(np.exp(m)), r0
+
+
+def _last_cross(grid: FloatArray, d: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Last sign change of each row of ``d`` over ``grid``: (compute or NaN, sign before).
+
+    The last one is what decides the order at large compute; earlier ones sit where both
+    curves are still near R0 and differ by less than the noise.
+    """
+    d = np.atleast_2d(d)
+    sgn = np.sign(d)
+    change = (sgn[:, :-1] * sgn[:, 1:]) < 0
+    has = change.any(1)
+    i = change.shape[1] - 1 - np.argmax(change[:, ::-1], 1)
+    rows = np.arange(d.shape[0])
+    d0, d1 = d[rows, i], d[rows, i + 1]
+    lg = np.log(grid)
+    t = d0 / (d0 - d1 + 1e-300)
+    cross = np.exp(lg[i] + t * (lg[i + 1] - lg[i]))
+    return np.where(has, cross, np.nan), sgn[rows, i]
+
+
+def _draws(res: FitResult) -> FloatArray:
+    return np.array(res.draws, dtype=float).reshape(-1, 4)
+
+
+def compare_fits(
+    series: dict[str, tuple[ArrayLike, ArrayLike, FitResult]],
+    budget: float | None = None,
+    options: FitOptions = FitOptions(),
+    margin: float = SAME_A_MARGIN,
+) -> dict[str, Any]:
+    """Compare runs fitted with :func:`fit_curve` (JSON-able result).
+
+    ``series`` maps a run name to ``(compute, values, fit_result)``; ``options`` are the fit
+    options (used for the fixed-A refits of the decision rule).  Returns::
+
+        {
+          "budget": float | null,
+          "margin": 0.02,
+          "runs": {name: {"status", "A", "A_lower_bound", "B", "C_mid", "R0",
+                          "predicted_at_budget", "interval_at_budget": [lo, hi] | null}},
+          "pairs": [{
+             "runs": [name1, name2],
+             "decision": {                      # the paper's rule (App. A.5)
+                "rule": "same_asymptote" | "different_asymptote" | "undetermined",
+                "delta_A": float | null,        # |A1 - A2|
+                "higher_asymptote": name | null,
+                "fixed_A": float | null,        # mean A used for the slope refit
+                "B_at_fixed_A": {name: float} | null,
+                "more_efficient": name | null,  # higher B at the fixed A
+                "reason": str},
+             "crossover": {                     # null when the point fits do not cross
+                "compute": float,               # last crossing (decides large-compute order)
+                "interval": [lo, hi] | null,    # 95% from the parameter draws
+                "probability": float | null,    # share of draws crossing the same way
+                "better_before": name, "better_after": name} | null,
+             "winner_at_budget": {              # null without a budget
+                "run": name, "probability": float | null,
+                "predicted": {name: float}} | null,
+          }]
+        }
+    """
+    runs: dict[str, Any] = {}
+    for name, (_, _, res) in series.items():
+        entry: dict[str, Any] = {
+            "status": res.status, "A": res.A, "A_lower_bound": res.A_lower_bound,
+            "B": res.B, "C_mid": res.C_mid, "R0": res.R0,
+            "predicted_at_budget": None, "interval_at_budget": None,
+        }
+        if budget is not None and res.params is not None:
+            a, b, cm, r0 = res.params
+            point = curves_many([budget], np.array([a, b, cm, r0]))
+            entry["predicted_at_budget"] = float(point[0, 0])
+            d = _draws(res)
+            if len(d):
+                v = curves_many([budget], d)[:, 0]
+                entry["interval_at_budget"] = [float(np.quantile(v, 0.025)),
+                                               float(np.quantile(v, 0.975))]
+        runs[name] = entry
+
+    pairs = []
+    for n1, n2 in combinations(series, 2):
+        c1, y1, r1 = series[n1]
+        c2, y2, r2 = series[n2]
+        pairs.append({
+            "runs": [n1, n2],
+            "decision": _decision(n1, n2, c1, y1, r1, c2, y2, r2, options, margin),
+            "crossover": _crossover(n1, n2, r1, r2, budget),
+            "winner_at_budget": None if budget is None else _winner(n1, n2, r1, r2, budget),
+        })
+    return {"budget": budget, "margin": margin, "runs": runs, "pairs": pairs}
+
+
+def _decision(n1: str, n2: str, c1: ArrayLike, y1: ArrayLike, r1: FitResult,
+              c2: ArrayLike, y2: ArrayLike, r2: FitResult, options: FitOptions,
+              margin: float) -> dict[str, Any]:
+    out: dict[str, Any] = {"rule": "undetermined", "delta_A": None, "higher_asymptote": None,
+                           "fixed_A": None, "B_at_fixed_A": None, "more_efficient": None,
+                           "reason": ""}
+    if r1.A is None or r2.A is None:
+        missing = [n for n, r in ((n1, r1), (n2, r2)) if r.A is None]
+        out["reason"] = f"A not identified for {', '.join(missing)}"
+        return out
+    delta = abs(r1.A - r2.A)
+    out["delta_A"] = delta
+    if delta > margin:
+        out["rule"] = "different_asymptote"
+        out["higher_asymptote"] = n1 if r1.A > r2.A else n2
+        out["reason"] = f"|dA| = {delta:.3f} > {margin}: the higher asymptote wins"
+        return out
+    a_fix = (r1.A + r2.A) / 2.0
+    f1 = refit_fixed_a(c1, y1, options, a_fix)
+    f2 = refit_fixed_a(c2, y2, options, a_fix)
+    out.update(rule="same_asymptote", fixed_A=a_fix)
+    if f1 is None or f2 is None:
+        out["reason"] = "fixed-A refit failed"
+        return out
+    out["B_at_fixed_A"] = {n1: f1[0], n2: f2[0]}
+    out["more_efficient"] = n1 if f1[0] >= f2[0] else n2
+    out["reason"] = (f"|dA| = {delta:.3f} <= {margin}: same asymptote; refit at A = {a_fix:.3f}, "
+                     "the higher B is more efficient")
+    return out
+
+
+def _crossover(n1: str, n2: str, r1: FitResult, r2: FitResult,
+               budget: float | None) -> dict[str, Any] | None:
+    p1, p2 = r1.params, r2.params
+    if p1 is None or p2 is None:
+        return None
+    los = [r.fit_range[0] for r in (r1, r2) if r.fit_range]
+    his = [r.fit_range[1] for r in (r1, r2) if r.fit_range] + [budget or 0.0]
+    if not los:
+        return None
+    # From the first fitted compute (below it nothing was fitted) to far past the budget.
+    grid = np.geomspace(min(los), max(his) * 100.0, N_CROSS_GRID)
+    d = curves_many(grid, np.array([p1])) - curves_many(grid, np.array([p2]))
+    cross, before = _last_cross(grid, d)
+    if not np.isfinite(cross[0]):
+        return None
+    first_better = before[0] > 0
+    out: dict[str, Any] = {
+        "compute": float(cross[0]), "interval": None, "probability": None,
+        "better_before": n1 if first_better else n2, "better_after": n2 if first_better else n1,
+    }
+    d1, d2 = _draws(r1), _draws(r2)
+    k = min(len(d1), len(d2))
+    if k:
+        dd = curves_many(grid, d1[:k]) - curves_many(grid, d2[:k])
+        cx, bf = _last_cross(grid, dd)
+        same = np.isfinite(cx) & ((bf > 0) == first_better)
+        out["probability"] = float(same.mean())
+        if same.sum() >= 5:
+            out["interval"] = [float(np.quantile(cx[same], 0.025)),
+                               float(np.quantile(cx[same], 0.975))]
+    return out
+
+
+def _winner(n1: str, n2: str, r1: FitResult, r2: FitResult, budget: float) -> dict[str, Any] | None:
+    p1, p2 = r1.params, r2.params
+    if p1 is None or p2 is None:
+        return None
+    v1 = float(curves_many([budget], np.array([p1]))[0, 0])
+    v2 = float(curves_many([budget], np.array([p2]))[0, 0])
+    win = n1 if v1 >= v2 else n2
+    d1, d2 = _draws(r1), _draws(r2)
+    k = min(len(d1), len(d2))
+    prob = None
+    if k:
+        w1 = curves_many([budget], d1[:k])[:, 0] > curves_many([budget], d2[:k])[:, 0]
+        prob = float(w1.mean() if win == n1 else 1.0 - w1.mean())
+    return {"run": win, "probability": prob, "predicted": {n1: v1, n2: v2}}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import delete, func, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, selectinload
 
 from server.db.models import Fit, Project, Run, RunTag, Series, utcnow
 from server.store.base import NotFound, RunQuery
@@ -165,7 +165,9 @@ class RunsMixin:
     def _run_dicts(self, s: Session, ids: list[int]) -> list[dict]:
         if not ids:
             return []
-        runs = {r.id: r for r in s.scalars(select(Run).where(Run.id.in_(ids))).unique().all()}
+        runs = {r.id: r for r in s.scalars(
+                select(Run).where(Run.id.in_(ids)).options(selectinload(Run.project))
+            ).all()}
         series_rows = s.execute(
             select(Series.run_id, Series.name, Series.last_value, Series.latest_fit_id)
             .where(Series.run_id.in_(ids))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Path
+from fastapi import APIRouter, HTTPException, Path, Request
 
 from server.api.deps import ADMIN, AUTH_RESPONSES, StoreDep
 from server.api.schemas import ErrorOut, TokenCreate
@@ -31,6 +31,9 @@ def list_tokens(store: StoreDep) -> dict:
     status_code=204,
     responses={404: {"model": ErrorOut, "description": "Unknown token"}},
 )
-def revoke_token(token_id: Annotated[int, Path(ge=1, le=2**31 - 1)], store: StoreDep) -> None:
+def revoke_token(
+    token_id: Annotated[int, Path(ge=1, le=2**31 - 1)], store: StoreDep, request: Request
+) -> None:
     if not store.revoke_token(token_id):
         raise HTTPException(404, f"token {token_id} not found")
+    request.app.state.token_cache.clear()  # revocation takes effect at once in this process

@@ -1,0 +1,108 @@
+"""Shared fixtures: databases (SQLite and PostgreSQL), in-process apps, live servers."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.databases import Postgres, require_postgres
+from tests.support.live_server import LiveServer
+
+warnings.filterwarnings("ignore", message=".*httpx2.*")
+
+BACKENDS = ["sqlite", "postgresql"]
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[Postgres]:
+    pg = Postgres()
+    yield pg
+    if pg.reachable() is None:
+        pg.close()
+
+
+def _database_url(backend: str, postgres: Postgres, tmp_path: Path, migrated: bool) -> str:
+    if backend == "sqlite":
+        url = f"sqlite:///{tmp_path / 'scalewatch.db'}"
+        if migrated:
+            from sqlalchemy import create_engine
+
+            from server.db.migrate import upgrade
+
+            engine = create_engine(url)
+            upgrade(engine)
+            engine.dispose()
+        return url
+    require_postgres(postgres)
+    return postgres.new_database(migrated=migrated)
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+@pytest.fixture
+def database_url(backend: str, postgres: Postgres, tmp_path: Path) -> Iterator[str]:
+    """A fresh, migrated database of each kind."""
+    url = _database_url(backend, postgres, tmp_path, migrated=True)
+    yield url
+    if backend == "postgresql":
+        postgres.drop(url)
+
+
+@pytest.fixture
+def empty_database_url(backend: str, postgres: Postgres, tmp_path: Path) -> Iterator[str]:
+    """A fresh database with no schema at all."""
+    url = _database_url(backend, postgres, tmp_path, migrated=False)
+    yield url
+    if backend == "postgresql":
+        postgres.drop(url)
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path, postgres: Postgres) -> str:
+    return _database_url("sqlite", postgres, tmp_path, migrated=True)
+
+
+@pytest.fixture
+def store(database_url: str):  # noqa: ANN201
+    from server.db.engine import make_engine
+    from server.store import SqlStore
+    from server.config import load_settings
+
+    s = SqlStore(make_engine(load_settings(database_url=database_url)))
+    yield s
+    s.engine.dispose()
+
+
+def make_app(database_url: str, auth: bool = False, workers: bool = False, **extra: object):  # noqa: ANN201
+    from server.api.app import create_app
+    from server.config import load_settings
+
+    settings = load_settings(database_url=database_url, auth=auth, workers_enabled=workers,
+                             **extra)
+    return create_app(settings)
+
+
+@pytest.fixture
+def api(database_url: str) -> Iterator:
+    """In-process TestClient with auth off and no background workers."""
+    from fastapi.testclient import TestClient
+
+    app = make_app(database_url)
+    with TestClient(app) as client:
+        yield client
+    app.state.store.engine.dispose()
+
+
+@pytest.fixture
+def live_server(tmp_path: Path, sqlite_url: str) -> Iterator[LiveServer]:
+    """A real server process on a loopback port, SQLite, auth off."""
+    server = LiveServer(sqlite_url, home=tmp_path / "home")
+    server.start()
+    yield server
+    server.stop()

@@ -1,0 +1,90 @@
+"""Migrations, the out-of-date schema refusal, readiness, and the CLI around them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import create_engine, inspect, text
+
+from server.db.migrate import current_revision, head_revision, upgrade
+from tests.conftest import make_app
+
+
+def run_cli(*args: str, env: dict | None = None, timeout: float = 120):
+    return subprocess.run(
+        [sys.executable, "-m", "trainer_client.cli", *args], capture_output=True, text=True,
+        timeout=timeout, env={**os.environ, **(env or {})},
+    )
+
+
+def test_upgrade_from_empty_creates_every_table(empty_database_url):
+    engine = create_engine(empty_database_url)
+    assert current_revision(engine) is None
+    out = run_cli("db", "upgrade", "--database-url", empty_database_url)
+    assert out.returncode == 0, out.stderr
+    assert current_revision(engine) == head_revision(engine)
+    tables = set(inspect(engine).get_table_names())
+    assert {"projects", "runs", "run_tags", "series", "points", "fits", "api_tokens"} <= tables
+    # Points are keyed (series, step): the primary key is the per-metric, by-step index.
+    assert inspect(engine).get_pk_constraint("points")["constrained_columns"] == ["series_id",
+                                                                                  "step"]
+    engine.dispose()
+
+
+def test_server_refuses_an_out_of_date_postgres_schema(backend, empty_database_url, tmp_path):
+    if backend != "postgresql":
+        pytest.skip("the refusal applies to server databases; SQLite upgrades itself")
+    engine = create_engine(empty_database_url)
+    upgrade(engine, "0001")
+    if head_revision(engine) == "0001":
+        with engine.begin() as conn:  # simulate an older deployment
+            conn.execute(text("UPDATE alembic_version SET version_num = 'base_old'"))
+    out = run_cli("serve", "--database-url", empty_database_url, "--port", "1",
+                  env={"SCALEWATCH_HOME": str(tmp_path)}, timeout=60)
+    assert out.returncode == 2
+    assert "scalewatch db upgrade" in out.stderr
+    engine.dispose()
+
+
+def test_sqlite_is_upgraded_automatically(tmp_path):
+    url = f"sqlite:///{tmp_path / 'fresh.db'}"
+    app = make_app(url)
+    with TestClient(app) as client:
+        assert client.get("/readyz").json()["status"] == "ready"
+    assert current_revision(app.state.store.engine) == head_revision(app.state.store.engine)
+
+
+
+
+def test_token_create_prints_a_working_token(database_url, tmp_path):
+    out = run_cli("token", "create", "--scope", "read", "--name", "ci-reader",
+                  "--database-url", database_url)
+    assert out.returncode == 0, out.stderr
+    token = out.stdout.strip()
+    assert token.startswith("sw_") and "shown only once" in out.stderr
+    app = make_app(database_url, auth=True)
+    with TestClient(app) as client:
+        ok = client.get("/api/v1/runs", headers={"Authorization": f"Bearer {token}"})
+        assert ok.status_code == 200
+        denied = client.post("/api/v1/runs", json={"project": "p", "name": "n"},
+                             headers={"Authorization": f"Bearer {token}"})
+        assert denied.status_code == 403
+    listed = run_cli("token", "list", "--database-url", database_url)
+    assert "ci-reader" in listed.stdout and token not in listed.stdout
+
+
+def test_server_commands_without_the_server_extra_say_how_to_install():
+    code = (
+        "import sys; sys.modules['fastapi'] = None; sys.modules['uvicorn'] = None;"
+        "from trainer_client.cli import main; sys.exit(main(sys.argv[1:]))"
+    )
+    for cmd in (["serve"], ["fit", "x.csv"], ["token", "create", "--name", "x"]):
+        out = subprocess.run([sys.executable, "-c", code, *cmd], capture_output=True, text=True,
+                             timeout=60)
+        assert out.returncode == 2, out
+        assert "pip install 'scalewatch[server]'" in out.stderr
+        assert "Traceback" not in out.stderr
