@@ -1,0 +1,179 @@
+"""``scalewatch fit FILE.csv``: fit one curve from a CSV file.
+
+    python -m server.fitting.cli FILE.csv [--compute COL] [--value COL] [--r0 X] [--warmup C]
+        [--fit-until C] [--target C] [--method default|paper] [--range LO HI] [--json]
+        [--plot out.png]
+
+Exit codes: 0 fitted (whatever the status), 2 bad input (one line on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from . import predict, predict_band
+from .fit import fit_curve
+from .result import FitOptions, FitResult
+
+
+class InputError(Exception):
+    """A problem with the user's file or arguments (reported in one line, exit 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line + exit 2, like every other input error
+        raise InputError(message)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="scalewatch fit", description="Fit the ScaleRL sigmoid to a CSV curve.")
+    p.add_argument("file", help="CSV with a header row")
+    p.add_argument("--compute", default="compute", help="compute column (default: compute)")
+    p.add_argument("--value", default="value", help="metric column (default: value)")
+    p.add_argument("--r0", type=float, help="fix R0 (default: value at compute 0, else fitted)")
+    p.add_argument("--warmup", type=float, default=0.0, help="exclude compute below this")
+    p.add_argument("--fit-until", type=float, help="fit only compute <= this")
+    p.add_argument("--target", type=float, help="extrapolate to this compute (default: max)")
+    p.add_argument("--method", choices=("default", "paper"), default="default")
+    p.add_argument("--range", nargs=2, type=float, metavar=("LO", "HI"), default=(0.0, 1.0),
+                   help="value range of the metric, bounds A (default: 0 1)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--plot", metavar="OUT.png", help="write a plot of the fit")
+    return p
+
+
+def read_csv(path: str, ccol: str, vcol: str) -> tuple[np.ndarray, np.ndarray]:
+    """Read two numeric columns; empty cells and NaN are allowed (skipped by the fitter)."""
+    f = Path(path)
+    if not f.is_file():
+        raise InputError(f"{path}: no such file")
+    try:
+        with f.open(newline="", encoding="utf-8-sig") as fh:
+            rows = list(csv.reader(fh))
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        raise InputError(f"{path}: cannot read CSV ({e})") from None
+    if not rows or not any(h.strip() for h in rows[0]):
+        raise InputError(f"{path}: empty file or no header row")
+    header = [h.strip() for h in rows[0]]
+    for col in (ccol, vcol):
+        if col not in header:
+            raise InputError(f"{path}: no column {col!r} (columns: {', '.join(header)})")
+    ic, iv = header.index(ccol), header.index(vcol)
+    cs, vs = [], []
+    for lineno, row in enumerate(rows[1:], start=2):
+        if not any(cell.strip() for cell in row):
+            continue
+        try:
+            c = row[ic].strip() if ic < len(row) else ""
+            v = row[iv].strip() if iv < len(row) else ""
+            cs.append(float(c) if c else math.nan)
+            vs.append(float(v) if v else math.nan)
+        except ValueError:
+            raise InputError(f"{path}:{lineno}: non-numeric value in {ccol!r}/{vcol!r}") from None
+    if not cs:
+        raise InputError(f"{path}: no data rows")
+    return np.array(cs), np.array(vs)
+
+
+def _fmt(v: float | None, spec: str = ".4g") -> str:
+    return "-" if v is None or not math.isfinite(v) else format(v, spec)
+
+
+def _iv(p: tuple[float, float] | None, spec: str = ".4g") -> str:
+    return "" if p is None else f"  [{_fmt(p[0], spec)}, {_fmt(p[1], spec)}]"
+
+
+def table(res: FitResult) -> str:
+    ci = res.ci or {}
+    rows = [
+        ("status", res.status + (f"  ({res.message})" if res.message else "")),
+        ("method", res.method),
+        ("A", _fmt(res.A, ".4f") + _iv(ci.get("A"), ".4f")
+         + ("" if res.A is not None or res.A_lower_bound is None
+            else f"  (A >= {res.A_lower_bound:.4f})")),
+        ("B", _fmt(res.B, ".3f") + _iv(ci.get("B"), ".3f")),
+        ("C_mid", _fmt(res.C_mid) + _iv(ci.get("C_mid"))),
+        ("R0", f"{_fmt(res.R0, '.4f')}  ({res.r0_source})"),
+        ("points", str(res.n_points)),
+        ("fit range", "-" if res.fit_range is None
+         else f"{_fmt(res.fit_range[0])} .. {_fmt(res.fit_range[1])}"),
+        ("target", _fmt(res.target_compute)),
+        ("predicted", _fmt(res.predicted_at_target, ".4f")
+         + _iv(res.predicted_interval, ".4f")),
+        ("rmse", _fmt(res.rmse, ".4g")),
+    ]
+    w = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:<{w}}  {v}" for k, v in rows)
+
+
+def plot(res: FitResult, c: np.ndarray, y: np.ndarray, opts: FitOptions, out: str) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise InputError("--plot needs matplotlib (pip install matplotlib)") from None
+    ok = np.isfinite(c) & np.isfinite(y) & (c > 0)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    ax.plot(c[ok], y[ok], "*", ms=5, color="tab:blue", label="evaluations")
+    if res.fit_range is not None and res.params is not None:
+        lo, hi = res.fit_range
+        end = max(res.target_compute or hi, hi, float(np.nanmax(c[ok])) if ok.any() else hi)
+        fit_c = np.geomspace(lo, hi, 200)
+        ax.plot(fit_c, predict(res, fit_c), "-", color="tab:red", label="fit")
+        if end > hi:
+            ext = np.geomspace(hi, end, 200)
+            ax.plot(ext, predict(res, ext), "--", color="tab:red", label="extrapolation")
+            blo, bhi = predict_band(res, ext)
+            if np.isfinite(blo).any():
+                ax.fill_between(ext, blo, bhi, color="tab:red", alpha=0.15, label="95% band")
+    if opts.warmup > 0 and ok.any():
+        ax.axvspan(float(np.nanmin(c[ok])), opts.warmup, color="grey", alpha=0.15,
+                   label="warm-up (excluded)")
+    ax.set_xscale("log")
+    ax.set_xlabel("compute")
+    ax.set_ylabel("metric")
+    a = "-" if res.A is None else f"{res.A:.3f}"
+    ax.set_title(f"{res.status}: A={a}  B={_fmt(res.B, '.2f')}  C_mid={_fmt(res.C_mid)}")
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    try:
+        fig.savefig(out, dpi=110)
+    except OSError as e:
+        raise InputError(f"cannot write {out}: {e}") from None
+    finally:
+        plt.close(fig)
+
+
+def main(argv: list[str]) -> int:
+    try:
+        args = _parser().parse_args(argv)
+        c, y = read_csv(args.file, args.compute, args.value)
+        lo, hi = args.range
+        if not lo < hi:
+            raise InputError("--range LO HI needs LO < HI")
+        opts = FitOptions(r0=args.r0, warmup=args.warmup, fit_until=args.fit_until,
+                          target_compute=args.target, value_range=(lo, hi), method=args.method)
+        res = fit_curve(c, y, opts)
+        if args.plot:
+            plot(res, c, y, opts, args.plot)
+    except InputError as e:
+        print(f"scalewatch fit: error: {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(res.to_dict(), indent=2))
+    else:
+        print(table(res))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
