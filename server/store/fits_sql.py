@@ -150,7 +150,7 @@ class FitsMixin:
         run = s.get(Run, run_id)
         if run is None:
             raise NotFound(f"run {run_id} not found")
-        names = dict(s.execute(select(Series.name, Series.id).where(Series.run_id == run_id)))
+        names = dict(s.execute(select(Series.name, Series.id).where(Series.run_id == run_id)).all())
         name = metric or resolve_fit_metric(run.fit_metric, list(names))
         return names.get(name), name
 

@@ -165,9 +165,12 @@ class RunsMixin:
     def _run_dicts(self, s: Session, ids: list[int]) -> list[dict]:
         if not ids:
             return []
-        runs = {r.id: r for r in s.scalars(
+        runs = {
+            r.id: r
+            for r in s.scalars(
                 select(Run).where(Run.id.in_(ids)).options(selectinload(Run.project))
-            ).all()}
+            ).all()
+        }
         series_rows = s.execute(
             select(Series.run_id, Series.name, Series.last_value, Series.latest_fit_id)
             .where(Series.run_id.in_(ids))

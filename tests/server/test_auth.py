@@ -9,8 +9,16 @@ from fastapi.testclient import TestClient
 
 from tests.conftest import make_app
 
-PUBLIC = {"/healthz", "/readyz", "/metrics", "/docs", "/docs/oauth2-redirect", "/redoc",
-          "/openapi.json", "/"}
+PUBLIC = {
+    "/healthz",
+    "/readyz",
+    "/metrics",
+    "/docs",
+    "/docs/oauth2-redirect",
+    "/redoc",
+    "/openapi.json",
+    "/",
+}
 
 
 def _needed_scope(path: str, method: str) -> str:
@@ -38,8 +46,9 @@ def _concrete(path: str) -> str:
 def authed(database_url):
     app = make_app(database_url, auth=True)
     store = app.state.store
-    tokens = {scope: store.create_token(f"t-{scope}", scope)[1] for scope in ("read", "write",
-                                                                              "admin")}
+    tokens = {
+        scope: store.create_token(f"t-{scope}", scope)[1] for scope in ("read", "write", "admin")
+    }
     with TestClient(app) as client:
         yield app, client, tokens
 
@@ -59,7 +68,9 @@ def test_every_route_requires_a_token_and_enough_scope(authed):
             needed = _needed_scope(path, method)
             below = {"read": None, "write": "read", "admin": "write"}[needed]
             if below:
-                r = client.request(method, url, headers={"Authorization": f"Bearer {tokens[below]}"})
+                r = client.request(
+                    method, url, headers={"Authorization": f"Bearer {tokens[below]}"}
+                )
                 assert r.status_code == 403, (method, url, needed, r.status_code)
             r = client.request(method, url, headers={"Authorization": f"Bearer {tokens[needed]}"})
             assert r.status_code not in (401, 403), (method, url, needed, r.status_code)
@@ -87,8 +98,10 @@ def test_tokens_are_stored_hashed_and_revocable(authed):
     made = client.post("/api/v1/tokens", json={"name": "ci", "scope": "read"}, headers=admin)
     assert made.status_code == 201
     new = made.json()
-    assert client.get("/api/v1/runs", headers={"Authorization": f"Bearer {new['token']}"}
-                      ).status_code == 200
+    assert (
+        client.get("/api/v1/runs", headers={"Authorization": f"Bearer {new['token']}"}).status_code
+        == 200
+    )
     assert client.delete(f"/api/v1/tokens/{new['id']}", headers=admin).status_code == 204
     listed = client.get("/api/v1/tokens", headers=admin).json()["tokens"]
     assert all("token" not in t for t in listed)

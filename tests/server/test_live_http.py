@@ -26,10 +26,17 @@ def test_trainer_flow_over_http(authed_server):
         run = http.post("/api/v1/runs", json={"project": "p", "name": "live"})
         assert run.status_code == 201
         rid = run.json()["id"]
-        batch = {"points": [{"step": s, "compute": s * 1.5, "metrics": {"val_pass_rate": s / 1e4}}
-                            for s in range(1000)]}
-        r = http.post(f"/api/v1/runs/{rid}/points", content=gzip.compress(json.dumps(batch).encode()),
-                      headers={"Content-Encoding": "gzip", "Content-Type": "application/json"})
+        batch = {
+            "points": [
+                {"step": s, "compute": s * 1.5, "metrics": {"val_pass_rate": s / 1e4}}
+                for s in range(1000)
+            ]
+        }
+        r = http.post(
+            f"/api/v1/runs/{rid}/points",
+            content=gzip.compress(json.dumps(batch).encode()),
+            headers={"Content-Encoding": "gzip", "Content-Type": "application/json"},
+        )
         assert r.status_code == 200 and r.json() == {"accepted": 1000, "updated": 0}
         got = http.get(f"/api/v1/runs/{rid}/points", params={"max_points": 100}).json()
         assert got["downsampled"] and got["total"] == 1000

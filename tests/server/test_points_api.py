@@ -13,10 +13,12 @@ def new_run(api, name="run"):
 
 
 def pts(steps, **metrics):
-    return {"points": [
-        {"step": s, "compute": float(s) * 2.0, "metrics": {k: v(s) for k, v in metrics.items()}}
-        for s in steps
-    ]}
+    return {
+        "points": [
+            {"step": s, "compute": float(s) * 2.0, "metrics": {k: v(s) for k, v in metrics.items()}}
+            for s in steps
+        ]
+    }
 
 
 def stored(api, rid, metric):
@@ -25,12 +27,16 @@ def stored(api, rid, metric):
 
 def test_upsert_last_write_wins_and_counts(api):
     rid = new_run(api)
-    r = api.post(f"/api/v1/runs/{rid}/points", json=pts(range(10), reward=lambda s: s / 10,
-                                                        val=lambda s: s / 20))
+    r = api.post(
+        f"/api/v1/runs/{rid}/points",
+        json=pts(range(10), reward=lambda s: s / 10, val=lambda s: s / 20),
+    )
     assert r.json() == {"accepted": 20, "updated": 0}
     # A resent batch never duplicates.
-    r = api.post(f"/api/v1/runs/{rid}/points", json=pts(range(10), reward=lambda s: s / 10,
-                                                        val=lambda s: s / 20))
+    r = api.post(
+        f"/api/v1/runs/{rid}/points",
+        json=pts(range(10), reward=lambda s: s / 10, val=lambda s: s / 20),
+    )
     assert r.json() == {"accepted": 20, "updated": 20}
     assert len(stored(api, rid, "reward")) == 10
     # A trainer restarted from step 5 redoes 5..14: overwrites 5..9, adds 10..14.
@@ -42,36 +48,53 @@ def test_upsert_last_write_wins_and_counts(api):
     run = api.get(f"/api/v1/runs/{rid}").json()
     assert run["last_step"] == 14 and run["latest"]["reward"] == -1.0
     # Duplicate step inside one batch: the later one wins, counted once.
-    r = api.post(f"/api/v1/runs/{rid}/points", json={"points": [
-        {"step": 20, "compute": 1, "metrics": {"reward": 1}},
-        {"step": 20, "compute": 1, "metrics": {"reward": 2}},
-    ]})
+    r = api.post(
+        f"/api/v1/runs/{rid}/points",
+        json={
+            "points": [
+                {"step": 20, "compute": 1, "metrics": {"reward": 1}},
+                {"step": 20, "compute": 1, "metrics": {"reward": 2}},
+            ]
+        },
+    )
     assert r.json() == {"accepted": 1, "updated": 0}
     assert stored(api, rid, "reward")[-1]["value"] == 2
 
 
 def test_invalid_batch_stores_nothing_and_lists_each_problem(api):
     rid = new_run(api)
-    body = {"points": [
-        {"step": 0, "compute": 0.0, "metrics": {"reward": 0.1}},  # valid, must not be stored
-        {"step": -1, "compute": 1.0, "metrics": {"reward": 0.1}},
-        {"step": 2, "compute": -3.0, "metrics": {"reward": 0.1}},
-        {"step": "3", "compute": 1.0, "metrics": {"reward": 0.1}},
-        {"step": 4, "compute": 1.0, "metrics": {"": 0.1}},
-        {"step": 5, "compute": 1.0, "metrics": {"reward": "high"}},
-        {"step": 6, "compute": 1.0, "metrics": {}},
-        {"step": 7, "compute": 1.0, "metrics": {"reward": True}},
-    ]}
+    body = {
+        "points": [
+            {"step": 0, "compute": 0.0, "metrics": {"reward": 0.1}},  # valid, must not be stored
+            {"step": -1, "compute": 1.0, "metrics": {"reward": 0.1}},
+            {"step": 2, "compute": -3.0, "metrics": {"reward": 0.1}},
+            {"step": "3", "compute": 1.0, "metrics": {"reward": 0.1}},
+            {"step": 4, "compute": 1.0, "metrics": {"": 0.1}},
+            {"step": 5, "compute": 1.0, "metrics": {"reward": "high"}},
+            {"step": 6, "compute": 1.0, "metrics": {}},
+            {"step": 7, "compute": 1.0, "metrics": {"reward": True}},
+        ]
+    }
     r = api.post(f"/api/v1/runs/{rid}/points", json=body)
     assert r.status_code == 422
     locs = [e["loc"] for e in r.json()["errors"]]
-    assert locs == ["points[1].step", "points[2].compute", "points[3].step", "points[4].metrics",
-                    "points[5].metrics.reward", "points[6].metrics", "points[7].metrics.reward"]
+    assert locs == [
+        "points[1].step",
+        "points[2].compute",
+        "points[3].step",
+        "points[4].metrics",
+        "points[5].metrics.reward",
+        "points[6].metrics",
+        "points[7].metrics.reward",
+    ]
     assert stored(api, rid, "reward") == []
-    raw = b'{"points": [{"step": 1, "compute": 1, "metrics": {"a": 1}},' \
-          b' {"step": 2, "compute": NaN, "metrics": {"a": Infinity}}]}'
-    r = api.post(f"/api/v1/runs/{rid}/points", content=raw,
-                 headers={"content-type": "application/json"})
+    raw = (
+        b'{"points": [{"step": 1, "compute": 1, "metrics": {"a": 1}},'
+        b' {"step": 2, "compute": NaN, "metrics": {"a": Infinity}}]}'
+    )
+    r = api.post(
+        f"/api/v1/runs/{rid}/points", content=raw, headers={"content-type": "application/json"}
+    )
     assert r.status_code == 422
     assert {e["loc"] for e in r.json()["errors"]} == {"points[1].compute", "points[1].metrics.a"}
     assert stored(api, rid, "a") == []
@@ -85,19 +108,24 @@ def test_limits_unknown_run_and_encodings(api):
     assert api.post("/api/v1/runs/424242/points", json=pts([1], r=lambda s: 0.0)).status_code == 404
 
     body = gzip.compress(json.dumps(pts(range(1000), r=lambda s: s * 0.001)).encode())
-    r = api.post(f"/api/v1/runs/{rid}/points", content=body,
-                 headers={"content-type": "application/json", "content-encoding": "gzip"})
+    r = api.post(
+        f"/api/v1/runs/{rid}/points",
+        content=body,
+        headers={"content-type": "application/json", "content-encoding": "gzip"},
+    )
     assert r.status_code == 200 and r.json()["accepted"] == 1000
-    r = api.post(f"/api/v1/runs/{rid}/points", content=b"\x1f\x8bnot gzip",
-                 headers={"content-encoding": "gzip"})
+    r = api.post(
+        f"/api/v1/runs/{rid}/points",
+        content=b"\x1f\x8bnot gzip",
+        headers={"content-encoding": "gzip"},
+    )
     assert r.status_code == 400
     r = api.post(f"/api/v1/runs/{rid}/points", content=b"{not json")
     assert r.status_code == 400
     r = api.post(f"/api/v1/runs/{rid}/points", content=b"{}", headers={"content-encoding": "br"})
     assert r.status_code == 415
     bomb = gzip.compress(b" " * (limits.MAX_INFLATED_BYTES + 10))
-    r = api.post(f"/api/v1/runs/{rid}/points", content=bomb,
-                 headers={"content-encoding": "gzip"})
+    r = api.post(f"/api/v1/runs/{rid}/points", content=bomb, headers={"content-encoding": "gzip"})
     assert r.status_code == 413
 
 
@@ -108,9 +136,15 @@ def test_downsampling_keeps_extremes_and_since_step(api):
     values[1234] = 0.99  # a spike
     values[4321] = 0.01  # a collapse
     for lo in range(0, n, 2500):
-        api.post(f"/api/v1/runs/{rid}/points", json={"points": [
-            {"step": s, "compute": float(s), "metrics": {"v": values[s]}} for s in range(lo, lo + 2500)
-        ]})
+        api.post(
+            f"/api/v1/runs/{rid}/points",
+            json={
+                "points": [
+                    {"step": s, "compute": float(s), "metrics": {"v": values[s]}}
+                    for s in range(lo, lo + 2500)
+                ]
+            },
+        )
     page = api.get(f"/api/v1/runs/{rid}/points", params={"metric": "v", "max_points": 200}).json()
     assert page["downsampled"] is True and page["total"] == n
     assert 4 <= len(page["points"]) <= 200

@@ -40,10 +40,15 @@ def test_list_filters_and_pagination(api):
 
 def test_run_list_carries_latest_values_and_fit_placeholder(api):
     rid = create(api).json()["id"]
-    api.post(f"/api/v1/runs/{rid}/points", json={"points": [
-        {"step": 1, "compute": 10.0, "metrics": {"reward": 0.2, "val_pass_rate": 0.1}},
-        {"step": 2, "compute": 20.0, "metrics": {"reward": 0.3}},
-    ]})
+    api.post(
+        f"/api/v1/runs/{rid}/points",
+        json={
+            "points": [
+                {"step": 1, "compute": 10.0, "metrics": {"reward": 0.2, "val_pass_rate": 0.1}},
+                {"step": 2, "compute": 20.0, "metrics": {"reward": 0.3}},
+            ]
+        },
+    )
     run = api.get("/api/v1/runs").json()["runs"][0]
     assert run["last_step"] == 2 and run["last_compute"] == 20.0
     assert run["latest"] == {"reward": 0.3, "val_pass_rate": 0.1}
@@ -53,16 +58,24 @@ def test_run_list_carries_latest_values_and_fit_placeholder(api):
 
 def test_patch_changes_fields_and_merges_fit_settings(api):
     rid = create(api, tags=["a"]).json()["id"]
-    r = api.patch(f"/api/v1/runs/{rid}", json={
-        "status": "failed", "tags": ["b", "c"], "notes": "diverged", "target_compute": 5000,
-        "fit_settings": {"warmup": 1500, "value_range": [0, 1]},
-    })
+    r = api.patch(
+        f"/api/v1/runs/{rid}",
+        json={
+            "status": "failed",
+            "tags": ["b", "c"],
+            "notes": "diverged",
+            "target_compute": 5000,
+            "fit_settings": {"warmup": 1500, "value_range": [0, 1]},
+        },
+    )
     assert r.status_code == 200, r.text
     run = r.json()
     assert run["status"] == "failed" and run["tags"] == ["b", "c"] and run["notes"] == "diverged"
     assert run["target_compute"] == 5000
     assert run["fit_settings"] == {"warmup": 1500, "value_range": [0, 1]}
-    run = api.patch(f"/api/v1/runs/{rid}", json={"fit_settings": {"r0": 0.3, "warmup": None}}).json()
+    run = api.patch(
+        f"/api/v1/runs/{rid}", json={"fit_settings": {"r0": 0.3, "warmup": None}}
+    ).json()
     assert run["fit_settings"] == {"value_range": [0, 1], "r0": 0.3}
     assert api.get("/api/v1/runs", params={"tag": "a"}).json()["total"] == 0
     assert api.get("/api/v1/runs", params={"tag": "c"}).json()["total"] == 1
@@ -70,8 +83,10 @@ def test_patch_changes_fields_and_merges_fit_settings(api):
 
 def test_delete_removes_run_and_points(api):
     rid = create(api).json()["id"]
-    api.post(f"/api/v1/runs/{rid}/points",
-             json={"points": [{"step": 1, "compute": 1.0, "metrics": {"reward": 0.5}}]})
+    api.post(
+        f"/api/v1/runs/{rid}/points",
+        json={"points": [{"step": 1, "compute": 1.0, "metrics": {"reward": 0.5}}]},
+    )
     assert api.delete(f"/api/v1/runs/{rid}").status_code == 204
     assert api.get(f"/api/v1/runs/{rid}").status_code == 404
     assert api.delete(f"/api/v1/runs/{rid}").status_code == 404
@@ -95,8 +110,11 @@ def test_bad_run_input_is_422_with_location(api):
         assert r.status_code == 422, (body, r.text)
         assert r.json()["detail"][0]["loc"], r.text
     assert api.get("/api/v1/runs").json()["total"] == 0
-    r = api.post("/api/v1/runs", content=b'{"project": "p", "name": "x", "config": {"a": NaN}}',
-                  headers={"content-type": "application/json"})
+    r = api.post(
+        "/api/v1/runs",
+        content=b'{"project": "p", "name": "x", "config": {"a": NaN}}',
+        headers={"content-type": "application/json"},
+    )
     assert r.status_code == 422
     assert api.patch("/api/v1/runs/999", json={"status": "finished"}).status_code == 404
     rid = create(api).json()["id"]

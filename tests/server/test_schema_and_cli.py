@@ -16,8 +16,11 @@ from tests.conftest import make_app
 
 def run_cli(*args: str, env: dict | None = None, timeout: float = 120):
     return subprocess.run(
-        [sys.executable, "-m", "trainer_client.cli", *args], capture_output=True, text=True,
-        timeout=timeout, env={**os.environ, **(env or {})},
+        [sys.executable, "-m", "trainer_client.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
     )
 
 
@@ -30,8 +33,10 @@ def test_upgrade_from_empty_creates_every_table(empty_database_url):
     tables = set(inspect(engine).get_table_names())
     assert {"projects", "runs", "run_tags", "series", "points", "fits", "api_tokens"} <= tables
     # Points are keyed (series, step): the primary key is the per-metric, by-step index.
-    assert inspect(engine).get_pk_constraint("points")["constrained_columns"] == ["series_id",
-                                                                                  "step"]
+    assert inspect(engine).get_pk_constraint("points")["constrained_columns"] == [
+        "series_id",
+        "step",
+    ]
     engine.dispose()
 
 
@@ -43,8 +48,15 @@ def test_server_refuses_an_out_of_date_postgres_schema(backend, empty_database_u
     if head_revision(engine) == "0001":
         with engine.begin() as conn:  # simulate an older deployment
             conn.execute(text("UPDATE alembic_version SET version_num = 'base_old'"))
-    out = run_cli("serve", "--database-url", empty_database_url, "--port", "1",
-                  env={"SCALEWATCH_HOME": str(tmp_path)}, timeout=60)
+    out = run_cli(
+        "serve",
+        "--database-url",
+        empty_database_url,
+        "--port",
+        "1",
+        env={"SCALEWATCH_HOME": str(tmp_path)},
+        timeout=60,
+    )
     assert out.returncode == 2
     assert "scalewatch db upgrade" in out.stderr
     engine.dispose()
@@ -58,11 +70,10 @@ def test_sqlite_is_upgraded_automatically(tmp_path):
     assert current_revision(app.state.store.engine) == head_revision(app.state.store.engine)
 
 
-
-
 def test_token_create_prints_a_working_token(database_url, tmp_path):
-    out = run_cli("token", "create", "--scope", "read", "--name", "ci-reader",
-                  "--database-url", database_url)
+    out = run_cli(
+        "token", "create", "--scope", "read", "--name", "ci-reader", "--database-url", database_url
+    )
     assert out.returncode == 0, out.stderr
     token = out.stdout.strip()
     assert token.startswith("sw_") and "shown only once" in out.stderr
@@ -70,8 +81,11 @@ def test_token_create_prints_a_working_token(database_url, tmp_path):
     with TestClient(app) as client:
         ok = client.get("/api/v1/runs", headers={"Authorization": f"Bearer {token}"})
         assert ok.status_code == 200
-        denied = client.post("/api/v1/runs", json={"project": "p", "name": "n"},
-                             headers={"Authorization": f"Bearer {token}"})
+        denied = client.post(
+            "/api/v1/runs",
+            json={"project": "p", "name": "n"},
+            headers={"Authorization": f"Bearer {token}"},
+        )
         assert denied.status_code == 403
     listed = run_cli("token", "list", "--database-url", database_url)
     assert "ci-reader" in listed.stdout and token not in listed.stdout
@@ -83,8 +97,9 @@ def test_server_commands_without_the_server_extra_say_how_to_install():
         "from trainer_client.cli import main; sys.exit(main(sys.argv[1:]))"
     )
     for cmd in (["serve"], ["fit", "x.csv"], ["token", "create", "--name", "x"]):
-        out = subprocess.run([sys.executable, "-c", code, *cmd], capture_output=True, text=True,
-                             timeout=60)
+        out = subprocess.run(
+            [sys.executable, "-c", code, *cmd], capture_output=True, text=True, timeout=60
+        )
         assert out.returncode == 2, out
         assert "pip install 'scalewatch[server]'" in out.stderr
         assert "Traceback" not in out.stderr

@@ -20,7 +20,9 @@ def _app(url: str):
         run, _ = store.get_or_create_run("fuzz", "seed")
         from server.ingest import PointRow
 
-        store.ingest_points(run["id"], [PointRow("reward", s, s * 1.0, 0.1, None) for s in range(30)])
+        store.ingest_points(
+            run["id"], [PointRow("reward", s, s * 1.0, 0.1, None) for s in range(30)]
+        )
         _APP[url] = app
     return _APP[url]
 
@@ -30,8 +32,9 @@ def fuzz_app(request, postgres, tmp_path_factory):
     from tests.support.databases import require_postgres
 
     if request.param == "sqlite":
-        from server.db.migrate import upgrade
         from sqlalchemy import create_engine
+
+        from server.db.migrate import upgrade
 
         url = f"sqlite:///{tmp_path_factory.mktemp('fuzz') / 'f.db'}"
         e = create_engine(url)
@@ -50,8 +53,9 @@ def test_no_input_causes_a_server_error(fuzz_app):
     for operation in schema.get_all_operations():
         op = operation.ok()
 
-        @settings(max_examples=40, deadline=None, database=None,
-                  suppress_health_check=list(HealthCheck))
+        @settings(
+            max_examples=40, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+        )
         @given(case=op.as_strategy())
         def check(case):
             response = case.call()

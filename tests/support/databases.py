@@ -35,8 +35,10 @@ class Postgres:
             with self.admin.connect() as conn:
                 conn.execute(text("SELECT 1"))
         except Exception as exc:  # noqa: BLE001
-            return f"PostgreSQL at {make_url(ADMIN_URL).render_as_string(hide_password=True)} " \
+            return (
+                f"PostgreSQL at {make_url(ADMIN_URL).render_as_string(hide_password=True)} "
                 f"unreachable: {str(exc).splitlines()[0]}"
+            )
         return None
 
     def url_for(self, name: str) -> str:

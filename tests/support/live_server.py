@@ -52,9 +52,24 @@ class LiveServer:
 
     def _make_token(self, scope: str) -> str:
         out = subprocess.run(
-            [sys.executable, "-m", "trainer_client.cli", "token", "create", "--scope", scope,
-             "--name", f"test-{scope}", "--database-url", self.database_url],
-            env=self._env(), capture_output=True, text=True, check=True, timeout=120,
+            [
+                sys.executable,
+                "-m",
+                "trainer_client.cli",
+                "token",
+                "create",
+                "--scope",
+                scope,
+                "--name",
+                f"test-{scope}",
+                "--database-url",
+                self.database_url,
+            ],
+            env=self._env(),
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=120,
         )
         return out.stdout.strip().splitlines()[-1]
 
@@ -62,16 +77,28 @@ class LiveServer:
         return self._make_token(scope)
 
     def start(self, wait: bool = True) -> None:
-        args = [sys.executable, "-m", "trainer_client.cli", "serve", "--port", str(self.port),
-                "--database-url", self.database_url, "--log-level", "warning", *self.extra_args]
+        args = [
+            sys.executable,
+            "-m",
+            "trainer_client.cli",
+            "serve",
+            "--port",
+            str(self.port),
+            "--database-url",
+            self.database_url,
+            "--log-level",
+            "warning",
+            *self.extra_args,
+        ]
         if not self.auth:
             args.append("--no-auth")
         log_dir = Path(self.home or "/tmp")
         log_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = log_dir / f"server-{self.port}.log"
         log = open(self.log_path, "ab")  # noqa: SIM115 - lives as long as the process
-        self.proc = subprocess.Popen(args, env=self._env(), stdout=log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            args, env=self._env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         if wait:
             self.wait_ready()
 

@@ -1,0 +1,128 @@
+"""The refitter: one background thread per server process, coordinated through the database.
+
+Ingestion only bumps a counter on the series (the refit seam), so an ingest request never waits
+for a fit. This thread claims dirty series with a lease (never two workers on one series, even
+across processes), fits them warm-started from their previous fit, stores every fit as history
+and tells listeners (alert evaluation). Bursts of ingests coalesce: however many batches arrived
+while a fit ran, the next claim fits the series once more. A failing fit is logged and counted;
+ingestion never notices.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from server.fitting import FitResult, fit_curve
+from server.refit.options import fit_options_for
+
+log = logging.getLogger("scalewatch.refit")
+
+FitListener = Callable[[dict[str, Any], int, dict[str, Any], dict[str, Any] | None], None]
+
+
+class Refitter:
+    def __init__(
+        self,
+        store: Any,
+        poll_interval: float = 0.5,
+        lease_seconds: float = 120.0,
+        metrics: Any = None,
+        listeners: list[FitListener] | None = None,
+    ) -> None:
+        self.store = store
+        self.poll_interval = poll_interval
+        self.lease_seconds = lease_seconds
+        self.metrics = metrics
+        self.listeners = listeners or []
+        self.owner = f"{socket.gethostname()[:30]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # ---- lifecycle ------------------------------------------------------------------------
+    def start(self) -> Refitter:
+        self._thread = threading.Thread(target=self._loop, name="scalewatch-refit", daemon=True)
+        self._thread.start()
+        return self
+
+    def notify(self) -> None:
+        """Called after an ingest: wake up now instead of at the next poll."""
+        self._wake.set()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                worked = self.run_once()
+            except Exception:  # noqa: BLE001 - the loop must survive a database hiccup
+                log.exception("refit pass failed")
+                worked = 0
+            if not worked:
+                self._wake.wait(self.poll_interval)
+                self._wake.clear()
+
+    # ---- one pass ---------------------------------------------------------------------------
+    def run_once(self) -> int:
+        """Fit every series currently dirty and unleased; returns how many were fitted."""
+        done = 0
+        while not self._stop.is_set():
+            claimed = self.store.claim_dirty_series(self.owner, self.lease_seconds, limit=4)
+            if not claimed:
+                return done
+            for item in claimed:
+                self._refit(item)
+                done += 1
+        return done
+
+    def _refit(self, item: Any) -> None:
+        try:
+            context = self.store.fit_context(item.run_id)
+            metric, previous = self.store.latest_fit(item.run_id, item.metric)
+            compute, values = self.store.series_arrays(item.series_id)
+            options = fit_options_for(context)
+            warm = None
+            if previous and previous.get("status") != "insufficient_data":
+                try:
+                    warm = FitResult.from_dict(previous)
+                except (KeyError, TypeError, ValueError):
+                    warm = None
+            t0 = time.perf_counter()
+            result = fit_curve(np.asarray(compute), np.asarray(values), options, previous=warm)
+            stored = {
+                **result.to_dict(internal=True),
+                "metric": metric,
+                "message": result.message,
+                "fit_seconds": round(time.perf_counter() - t0, 4),
+            }
+        except Exception:  # noqa: BLE001 - a bad series must not stop the others
+            log.exception("fit of run %s metric %s failed", item.run_id, item.metric)
+            if self.metrics is not None:
+                self.metrics.fit_done(False)
+            # Mark it done so a deterministic failure does not spin; new points retry it.
+            self.store.finish_refit(item.series_id, self.owner, item.requested, None, False)
+            return
+        fit_id = self.store.finish_refit(
+            item.series_id, self.owner, item.requested, stored, options.intervals
+        )
+        if self.metrics is not None:
+            self.metrics.fit_done(True)
+        stored["fit_id"] = fit_id
+        for listener in self.listeners:
+            try:
+                listener(context, item.series_id, stored, previous)
+            except Exception:  # noqa: BLE001 - alerts failing must not affect fitting
+                log.exception("fit listener %r failed", listener)

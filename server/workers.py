@@ -1,0 +1,35 @@
+"""Background workers of a server process: the refitter (and, when present, alert workers)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI
+
+from server.refit import Refitter
+
+log = logging.getLogger("scalewatch")
+
+
+def start_workers(app: FastAPI) -> list[Any]:
+    settings = app.state.settings
+    store = app.state.store
+    listeners: list[Any] = []
+    workers: list[Any] = []
+    try:
+        from server.alerts.service import start_alert_workers
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("server.alerts", "server.alerts.service"):
+            raise
+    else:
+        alert_workers, alert_listener = start_alert_workers(app)
+        workers.extend(alert_workers)
+        listeners.append(alert_listener)
+    refitter = Refitter(
+        store, poll_interval=settings.refit_interval, metrics=app.state.metrics, listeners=listeners
+    ).start()
+    app.state.refitter = refitter
+    app.state.refit_notify = refitter.notify
+    workers.append(refitter)
+    return workers

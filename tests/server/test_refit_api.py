@@ -1,0 +1,195 @@
+"""The refitter end to end through the API, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from server.refit import Refitter
+from tests.conftest import make_app
+
+TRUE = {"A": 0.61, "B": 1.92, "C_mid": 2542.0, "R0": 0.30}
+
+
+def sigmoid(c, A=TRUE["A"], B=TRUE["B"], C_mid=TRUE["C_mid"], R0=TRUE["R0"]):
+    return R0 + (A - R0) / (1 + (C_mid / np.asarray(c)) ** B)
+
+
+def synthetic(n=80, c_max=8000.0, seed=0, **params):
+    rng = np.random.default_rng(seed)
+    c = np.linspace(c_max / n, c_max, n)
+    noise = np.zeros(n)
+    for i in range(1, n):  # AR(1): evaluation noise is serially correlated
+        noise[i] = 0.5 * noise[i - 1] + rng.normal(0, 0.008)
+    return c, sigmoid(c, **params) + noise
+
+
+def post_series(client, rid, c, y, start=0, metric="val_pass_rate"):
+    pts = [
+        {"step": start + i, "compute": float(ci), "metrics": {metric: float(yi)}}
+        for i, (ci, yi) in enumerate(zip(c, y, strict=True))
+    ]
+    r = client.post(f"/api/v1/runs/{rid}/points", json={"points": pts})
+    assert r.status_code == 200, r.text
+
+
+def wait_for(predicate, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError("condition not met in time")
+
+
+@pytest.fixture
+def live_app(database_url):
+    app = make_app(database_url, workers=True, refit_interval=0.1)
+    with TestClient(app) as client:
+        yield app, client
+
+
+def test_ingest_triggers_fits_and_history(live_app):
+    app, client = live_app
+    rid = client.post(
+        "/api/v1/runs", json={"project": "p", "name": "r", "target_compute": 16000}
+    ).json()["id"]
+    c, y = synthetic()
+    post_series(client, rid, c[:40], y[:40])
+    first = wait_for(lambda: (f := client.get(f"/api/v1/runs/{rid}/fit").json())["fit_id"] and f)
+    post_series(client, rid, c[40:], y[40:], start=40)
+    latest = wait_for(
+        lambda: (f := client.get(f"/api/v1/runs/{rid}/fit").json())["n_points"] == 80 and f
+    )
+    assert latest["fit_id"] != first["fit_id"]
+    assert latest["status"] == "ok" and abs(latest["A"] - TRUE["A"]) < 0.03
+    lo, hi = latest["ci"]["A"]
+    assert lo <= latest["A"] <= hi
+    history = client.get(f"/api/v1/runs/{rid}/fits").json()["fits"]
+    assert len(history) >= 2 and history[-1]["id"] == latest["fit_id"]
+    assert history[0]["n_points"] <= history[-1]["n_points"]
+    run = client.get("/api/v1/runs").json()["runs"][0]
+    assert run["fit"]["A"] == latest["A"] and run["fit"]["status"] == "ok"
+
+
+def test_patching_fit_settings_refits(live_app):
+    _, client = live_app
+    rid = client.post("/api/v1/runs", json={"project": "p", "name": "r"}).json()["id"]
+    c, y = synthetic()
+    post_series(client, rid, c, y)
+    before = wait_for(lambda: (f := client.get(f"/api/v1/runs/{rid}/fit").json())["fit_id"] and f)
+    client.patch(
+        f"/api/v1/runs/{rid}", json={"fit_settings": {"warmup": 1500}, "target_compute": 20000}
+    )
+    after = wait_for(
+        lambda: (
+            (f := client.get(f"/api/v1/runs/{rid}/fit").json())["fit_id"] != before["fit_id"] and f
+        )
+    )
+    assert after["fit_range"][0] >= 1500 and after["target_compute"] == 20000
+    assert after["n_points"] < before["n_points"]
+
+
+def test_too_few_points_explain_themselves(api):
+    rid = api.post("/api/v1/runs", json={"project": "p", "name": "r"}).json()["id"]
+    post_series(api, rid, [1.0, 2.0, 3.0], [0.1, 0.2, 0.25], metric="reward")
+    fit = api.get(f"/api/v1/runs/{rid}/fit").json()
+    assert fit["status"] == "insufficient_data" and fit["fit_id"] is None
+    assert "3" in fit["message"] and fit["A"] is None
+
+
+def test_stateless_fit_and_compare(api):
+    c, y = synthetic()
+    r = api.post(
+        "/api/v1/fit", json={"compute": c.tolist(), "values": y.tolist(), "target_compute": 16000}
+    )
+    assert r.status_code == 200 and r.json()["status"] == "ok"
+    assert set(r.json()) >= {
+        "status",
+        "A",
+        "B",
+        "C_mid",
+        "R0",
+        "r0_source",
+        "ci",
+        "A_lower_bound",
+        "n_points",
+        "fit_range",
+        "target_compute",
+        "predicted_at_target",
+        "predicted_interval",
+        "rmse",
+        "method",
+    }
+    bad = api.post("/api/v1/fit", json={"compute": [1, 2], "values": [0.1]})
+    assert bad.status_code == 422 and "pair up" in str(bad.json())
+
+    high = api.post("/api/v1/runs", json={"project": "p", "name": "high"}).json()["id"]
+    low = api.post("/api/v1/runs", json={"project": "p", "name": "low"}).json()["id"]
+    post_series(api, high, c, y)
+    c2, y2 = synthetic(seed=1, A=0.52)
+    post_series(api, low, c2, y2)
+    cmp = api.get("/api/v1/compare", params={"run": [high, low], "budget": 16000}).json()
+    assert [r["name"] for r in cmp["runs"]] == ["high", "low"]
+    pair = cmp["comparison"]["pairs"][0]
+    assert pair["decision"]["rule"] == "different_asymptote"
+    assert pair["decision"]["higher_asymptote"] == "high"
+    assert pair["winner_at_budget"]["run"] == "high"
+    assert api.get("/api/v1/compare", params={"run": [high, 999999]}).status_code == 404
+
+
+def test_failing_fit_never_affects_ingestion(database_url, monkeypatch):
+    import server.refit.worker as worker
+
+    def boom(*_a, **_k):
+        raise RuntimeError("fit exploded")
+
+    monkeypatch.setattr(worker, "fit_curve", boom)
+    app = make_app(database_url, workers=True, refit_interval=0.1)
+    with TestClient(app) as client:
+        rid = client.post("/api/v1/runs", json={"project": "p", "name": "r"}).json()["id"]
+        c, y = synthetic()
+        post_series(client, rid, c, y)
+        wait_for(lambda: "scalewatch_fit_failures_total 1" in client.get("/metrics").text)
+        post_series(client, rid, c, y)  # still accepted
+        assert client.get(f"/api/v1/runs/{rid}").json()["last_step"] == 79
+
+
+def test_two_refitters_never_fit_one_series_at_once(database_url):
+    """Leases in the database: concurrent workers fit each dirty series exactly once."""
+    app = make_app(database_url)
+    store = app.state.store
+    ids = []
+    for i in range(6):
+        run, _ = store.get_or_create_run("p", f"r{i}")
+        ids.append(run["id"])
+        c, y = synthetic(seed=i)
+        from server.ingest import PointRow
+
+        store.ingest_points(
+            run["id"],
+            [
+                PointRow("val_pass_rate", k, float(ci), float(yi), None)
+                for k, (ci, yi) in enumerate(zip(c, y, strict=True))
+            ],
+        )
+    workers = [Refitter(store), Refitter(store)]
+    counts = [0, 0]
+
+    def run(i):
+        counts[i] = workers[i].run_once()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert sum(counts) == 6
+    for rid in ids:
+        _, history = store.fit_history(rid)
+        assert len(history) == 1
