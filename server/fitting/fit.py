@@ -179,8 +179,9 @@ def _collapse(y: FloatArray) -> str | None:
     peak_i = int(np.argmax(smooth))
     peak, start, tail = float(smooth[peak_i]), float(smooth[0]), float(smooth[-1])
     noise = float(np.median(np.abs(np.diff(y)))) / 0.954  # ~sigma of white noise
-    drop = peak - tail
-    if drop > 0.3 * max(peak - start, 0.0) and drop > max(0.02, 4.0 * noise / np.sqrt(k)):
+    drop, rise = peak - tail, peak - start
+    floor = max(0.02, 4.0 * noise / np.sqrt(k))
+    if rise > floor and drop > 0.3 * rise and drop > floor:
         return (f"collapse: the metric peaked at {peak:.3f} and fell to {tail:.3f}; "
                 "a sigmoid does not describe this run")
     return None
@@ -248,6 +249,8 @@ def finish(prep: Prepared, options: FitOptions, pf: PointFit) -> FitResult:
     gain_floor = max(2.0 * unc.q * unc.sigma * np.sqrt(unc.tau / n), 0.005)
     if a - r0 <= gain_floor:
         what = "decreases" if a < r0 - gain_floor else "is flat"
+        # No curve is reported (B and C_mid of a flat fit are meaningless).
+        common.update(B=None, C_mid=None, a_fit=None)
         return FitResult(status="insufficient_data", message=f"no signal: the metric {what} "
                          f"(fitted gain A - R0 = {a - r0:+.4f})", **common)
 

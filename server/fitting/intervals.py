@@ -28,6 +28,7 @@ from .model import FloatArray, curves_many, frac, jacobian_x
 
 N_DRAWS = 200
 N_ENVELOPE_POINTS = 8
+M_CLIP = 30.0  # |ln(C_mid / c0)| beyond this is meaningless (and overflows)
 
 
 def autocorr_time(e: FloatArray) -> float:
@@ -125,7 +126,9 @@ def analyse(
         d_a = np.clip(th[:, 0], lo, hi)
         d_b = np.maximum(th[:, 2], 1e-3)
         d_r0 = np.clip(th[:, 3], lo, hi) if fit_r0 else np.full(N_DRAWS, r0)
-        draws = np.column_stack([d_a, d_b, c0 * np.exp(th[:, 1]), d_r0])
+        # Clip ln(C_mid / c0): far-off draws of an unidentified fit would overflow exp().
+        d_cm = c0 * np.exp(np.clip(th[:, 1], -M_CLIP, M_CLIP))
+        draws = np.column_stack([d_a, d_b, d_cm, d_r0])
 
         env_rows: list[FloatArray] = []
         if grid is not None:
@@ -158,6 +161,7 @@ def analyse(
             pred_iv = (float(pred_iv[0][0]), float(pred_iv[1][0]))
 
     ci_a = [max(ci_a[0], lo), min(ci_a[1], hi)]
+    ci_m = [max(ci_m[0], -M_CLIP), min(ci_m[1], M_CLIP)]
     return Uncertainty(
         sigma=sigma, tau=tau, q=q,
         ci_a=(float(ci_a[0]), float(ci_a[1])),

@@ -1,0 +1,125 @@
+"""Bad and degenerate series give a clear status, never an exception."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from server.fitting import FitOptions, compare_fits, fit_curve, predict, predict_band
+
+from .helpers import table1_run
+
+rng = np.random.default_rng(0)
+C = np.linspace(0, 16000, 81)
+
+
+def _check(res, status: str, word: str = "") -> None:  # type: ignore[no-untyped-def]
+    assert res.status == status, res.message
+    assert word in res.message
+    json.dumps(res.to_dict(), allow_nan=False)
+    json.dumps(res.to_dict(internal=True), allow_nan=False)
+    lo, hi = predict_band(res, [1000.0, 20000.0])
+    assert lo.shape == (2,)
+    assert predict(res, [1000.0]).shape == (1,)
+
+
+def test_flat() -> None:
+    y = 0.4 + rng.normal(0, 0.005, C.size)
+    _check(fit_curve(C, y), "insufficient_data", "no signal")
+
+
+def test_exactly_constant() -> None:
+    _check(fit_curve(C, np.full(C.size, 0.5)), "insufficient_data", "no signal")
+
+
+def test_decreasing() -> None:
+    y = 0.6 - 0.2 * C / C[-1] + rng.normal(0, 0.005, C.size)
+    _check(fit_curve(C, y), "insufficient_data", "decreases")
+
+
+def test_collapse() -> None:
+    c, y, _ = table1_run("ScaleRL", 16000, 3)
+    y = y.copy()
+    late = c > 9000
+    y[late] = y[late] - (c[late] - 9000) / 7000 * 0.4  # rises, then collapses
+    _check(fit_curve(c, y), "insufficient_data", "collapse")
+
+
+@pytest.mark.parametrize("n", [0, 1, 3, 4])
+def test_too_few_points(n: int) -> None:
+    c = np.linspace(100, 1000, n)
+    _check(fit_curve(c, 0.3 + c / 2000), "insufficient_data", "usable points")
+
+
+def test_duplicate_compute() -> None:
+    c, y, _ = table1_run("ScaleRL", 32000, 4)
+    cc = np.repeat(c, 2)
+    yy = np.repeat(y, 2) + rng.normal(0, 0.003, cc.size)
+    res = fit_curve(cc, yy, FitOptions(warmup=1500))
+    assert res.status in ("ok", "unidentified")
+    assert abs(res.a_fit - 0.61) < 0.03
+    # only a few distinct compute values
+    few = fit_curve(np.repeat([1000.0, 2000.0, 3000.0], 5), np.repeat([0.3, 0.4, 0.45], 5))
+    _check(few, "insufficient_data", "distinct")
+
+
+def test_nan_and_inf_are_dropped() -> None:
+    c, y, _ = table1_run("ScaleRL", 32000, 5)
+    clean = fit_curve(c, y, FitOptions(warmup=1500))
+    y2, c2 = y.copy(), c.copy()
+    y2[10], y2[20], c2[30] = np.nan, np.inf, np.nan
+    res = fit_curve(np.append(c2, np.nan), np.append(y2, 0.5), FitOptions(warmup=1500))
+    assert res.n_points == clean.n_points - 3
+    assert res.status == clean.status
+    assert abs(res.a_fit - clean.a_fit) < 0.01
+
+
+def test_all_nan() -> None:
+    _check(fit_curve(C, np.full(C.size, np.nan)), "insufficient_data", "usable points")
+
+
+def test_all_zero_compute() -> None:
+    res = fit_curve(np.zeros(20), np.linspace(0.3, 0.5, 20))
+    _check(res, "insufficient_data", "usable points")
+    assert res.r0_source == "first_point"
+
+
+def test_negative_compute_ignored() -> None:
+    c, y, _ = table1_run("ScaleRL", 32000, 6)
+    res = fit_curve(np.append(-c[1:5], c), np.append(y[1:5], y), FitOptions(warmup=1500))
+    assert res.n_points == fit_curve(c, y, FitOptions(warmup=1500)).n_points
+
+
+def test_noisy_series_never_overclaims() -> None:
+    for seed in range(4):
+        c, y, truth = table1_run("ScaleRL", 16000, seed, sigma=0.05, rho=0.3)
+        res = fit_curve(c, y, FitOptions(warmup=1500))
+        assert res.status in ("ok", "unidentified", "insufficient_data")
+        if res.status == "ok":
+            assert res.ci["A"][0] - 0.02 <= 0.61 <= res.ci["A"][1] + 0.02
+
+
+def test_step_function_and_huge_compute() -> None:
+    c = np.geomspace(1, 1e12, 60)
+    y = np.where(c > 1e6, 0.7, 0.2) + rng.normal(0, 0.002, c.size)
+    res = fit_curve(c, y)
+    assert res.status in ("ok", "unidentified", "insufficient_data")
+    json.dumps(res.to_dict(internal=True), allow_nan=False)
+
+
+def test_mismatched_lengths_raise() -> None:
+    with pytest.raises(ValueError):
+        fit_curve([1, 2, 3], [0.1, 0.2])
+
+
+def test_compare_with_insufficient_runs() -> None:
+    bad = fit_curve(C, np.full(C.size, 0.5))
+    c, y, _ = table1_run("ScaleRL", 32000, 7)
+    good = fit_curve(c, y, FitOptions(warmup=1500))
+    out = compare_fits({"bad": (C, np.full(C.size, 0.5), bad), "good": (c, y, good)}, 1e5)
+    json.dumps(out, allow_nan=False)
+    pair = out["pairs"][0]
+    assert pair["decision"]["rule"] == "undetermined"
+    assert pair["crossover"] is None and pair["winner_at_budget"] is None
