@@ -11,20 +11,23 @@ Data path of one point::
   lock, does no I/O and formats nothing. Bad argument types or values raise ``TypeError`` /
   ``ValueError`` at once (programming errors); NaN and infinite metric values are dropped with
   one rate-limited ``logging`` warning.
-* The writer thread wakes every second (or as soon as 1,000 points are queued), moves the queue
-  into batch files of at most 1,000 points each and wakes the sender. Memory is bounded by what
-  arrives in about one second: the queue is always spilled to disk, whatever the network does.
+* The writer thread wakes every 0.2 s (``SCALEWATCH_SPOOL_INTERVAL``; at once when 1,000 points
+  are queued), moves the queue into batch files of at most 1,000 points each and wakes the
+  sender. Memory is bounded by what arrives in 0.2 s: the queue is always spilled to disk,
+  whatever the network does. A SIGKILL of the trainer can lose only points logged in that last
+  interval; ``run.flush()`` (e.g. when you save a checkpoint) puts everything logged so far on
+  disk, so a trainer that resumes from its checkpoint and redoes later steps loses nothing.
   Only if the disk itself fails do points stay in memory (warning); past
   ``MAX_MEMORY_POINTS`` the oldest are dropped with an error that gives the count.
 * The sender thread takes the spool's lock (one sender per run at a time, across processes),
   registers the run (``POST /api/v1/runs``; create-or-get, so a restarted trainer resumes its
-  run), then sends batch files in order, merging small ones (at most 1,000 points per request),
-  over one keep-alive connection. Network errors, 408, 429 (honouring ``Retry-After``) and 5xx are
-  retried with exponential backoff and full jitter (capped at 30 s). 401/403 keep the batches in
-  the spool and retry slowly (a wrong token must not destroy data; fix the token and
-  ``scalewatch sync``). 404 re-registers the run once. 413 splits the batch. Any other 4xx
-  (e.g. 422) is permanent: the batch is moved to ``rejected/`` in the spool, logged once per
-  status, and sending goes on.
+  run), then sends batch files in order once 1,000 points are waiting or the oldest is 1 s old,
+  merging small files (at most 1,000 points per request), over one keep-alive connection.
+  Network errors, 408, 429 (honouring ``Retry-After``) and 5xx are retried with exponential
+  backoff and full jitter (capped at 30 s). 401/403 keep the batches in the spool and retry
+  slowly (a wrong token must not destroy data; fix the token and ``scalewatch sync``). 404
+  re-registers the run once. 413 splits the batch. Any other 4xx (e.g. 422) is permanent: the
+  batch is moved to ``rejected/`` in the spool, logged once per status, and sending goes on.
 * Nothing raises into the trainer for network or server trouble.
 * ``finish(timeout=30)`` flushes; whatever the server has not acknowledged by then stays in the
   spool, and a ``RuntimeWarning`` gives the count and the path. It is replayed by the next
@@ -68,7 +71,10 @@ DEFAULT_URL = "http://127.0.0.1:8765"
 BATCH_POINTS = 1000  # points per spool file (and per request from live logging)
 MAX_REQUEST_POINTS = 1000  # small spool files are merged into requests of <= 1,000 points
 MAX_REQUEST_FILES = 50
-FLUSH_INTERVAL = 1.0
+FLUSH_INTERVAL = 1.0  # a request goes out when 1,000 points are spooled or the oldest is 1 s old
+# The writer spools the in-memory queue this often (SIGKILL of the trainer loses at most this
+# much of what was logged; call run.flush() at checkpoints to close even that window).
+SPOOL_INTERVAL = max(0.01, float(os.environ.get("SCALEWATCH_SPOOL_INTERVAL", "0.2") or 0.2))
 MAX_MEMORY_POINTS = 2_000_000  # only reachable if the spool disk fails
 BACKOFF_BASE = 0.5
 BACKOFF_CAP = 30.0
@@ -503,7 +509,7 @@ class Run:
     # -- writer ----------------------------------------------------------------------------
     def _writer_loop(self) -> None:
         while True:
-            self._wake_writer.wait(FLUSH_INTERVAL)
+            self._wake_writer.wait(SPOOL_INTERVAL)
             self._wake_writer.clear()
             stop = self._writer_stop
             try:
@@ -571,6 +577,13 @@ class Run:
             self.finish(timeout=_env_float("SCALEWATCH_EXIT_TIMEOUT", 10.0))
 
 
+def _file_time(path: Any) -> float:
+    try:
+        return int(path.name.split("-", 1)[0]) / 1e9
+    except (ValueError, IndexError):
+        return 0.0
+
+
 class Sender:
     """Ships a spool's batch files to the server. Used by the run thread and by ``sync``."""
 
@@ -607,6 +620,13 @@ class Sender:
                 run._wake_sender.wait(FLUSH_INTERVAL)
                 run._wake_sender.clear()
                 continue
+            if not run._sender_stop and self.attempt == 0:
+                # batch: wait for 1,000 points or until the oldest point is 1 s old
+                age = time.time() - _file_time(files[0])
+                if age < FLUSH_INTERVAL and sum(map(Spool.batch_size, files)) < BATCH_POINTS:
+                    run._wake_sender.wait(FLUSH_INTERVAL - age)
+                    run._wake_sender.clear()
+                    continue
             self.step(files)
             if self.max_failures is not None and self.failures >= self.max_failures:
                 return
