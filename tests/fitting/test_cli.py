@@ -1,0 +1,108 @@
+"""The ``scalewatch fit`` CLI, run as ``python -m server.fitting.cli`` in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from server.fitting.result import PUBLIC_KEYS
+
+from .helpers import table1_run
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "server.fitting.cli", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def curve_csv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    c, y, _ = table1_run("ScaleRL", 32000, 1)
+    path = tmp_path_factory.mktemp("cli") / "run.csv"
+    lines = ["step,gpu_hours,reward"] + [f"{i * 100},{a},{b}" for i, (a, b) in
+                                          enumerate(zip(c, y, strict=True))]
+    lines.insert(5, "400,,")  # an empty cell is skipped, not an error
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_json(curve_csv: Path) -> None:
+    p = run_cli(str(curve_csv), "--compute", "gpu_hours", "--value", "reward", "--warmup",
+                "1500", "--fit-until", "16000", "--target", "32000", "--json")
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert tuple(d) == PUBLIC_KEYS
+    assert d["target_compute"] == 32000 and d["fit_range"][1] <= 16000
+    assert d["status"] in ("ok", "unidentified")
+
+
+def test_table_and_options(curve_csv: Path) -> None:
+    p = run_cli(str(curve_csv), "--compute", "gpu_hours", "--value", "reward", "--warmup",
+                "1500", "--r0", "0.3", "--range", "0", "1")
+    assert p.returncode == 0, p.stderr
+    for word in ("status", "A", "B", "C_mid", "R0", "0.3000  (given)", "predicted"):
+        assert word in p.stdout
+
+
+def test_paper_method(curve_csv: Path) -> None:
+    p = run_cli(str(curve_csv), "--compute", "gpu_hours", "--value", "reward", "--warmup",
+                "1500", "--method", "paper", "--json")
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert d["method"] == "paper" and abs(d["A"] - 0.61) <= 0.03
+
+
+def test_plot_written(curve_csv: Path, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "fit.png"
+    p = run_cli(str(curve_csv), "--compute", "gpu_hours", "--value", "reward", "--warmup",
+                "1500", "--fit-until", "16000", "--plot", str(out))
+    assert p.returncode == 0, p.stderr
+    assert out.stat().st_size > 5000
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize(
+    ("content", "args", "needle"),
+    [
+        (None, (), "no such file"),
+        ("", (), "empty"),
+        ("compute,value\n1,0.1\n2,abc\n", (), "non-numeric"),
+        ("compute,reward\n1,0.1\n", (), "no column 'value'"),
+        ("compute,value\n", (), "no data"),
+        ("compute,value\n1,0.1\n", ("--range", "1", "0"), "LO < HI"),
+        ("compute,value\n1,0.1\n", ("--method", "nope"), "invalid choice"),
+    ],
+)
+def test_bad_input_exits_2(tmp_path: Path, content: str | None, args: tuple, needle: str) -> None:
+    f = tmp_path / "bad.csv"
+    if content is not None:
+        f.write_text(content)
+    p = run_cli(str(f), *args)
+    assert p.returncode == 2
+    assert needle in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
+    assert p.stdout == ""
+
+
+def test_insufficient_data_is_not_an_error(tmp_path: Path) -> None:
+    f = tmp_path / "short.csv"
+    f.write_text("compute,value\n0,0.3\n100,0.31\n200,0.33\n")
+    p = run_cli(str(f), "--json")
+    assert p.returncode == 0
+    assert json.loads(p.stdout)["status"] == "insufficient_data"
+
+
+def test_main_in_process(curve_csv: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from server.fitting.cli import main
+
+    assert main([str(curve_csv), "--compute", "gpu_hours", "--value", "reward", "--json"]) == 0
+    # the point at compute 0 gives R0, it is not a fit point
+    assert json.loads(capsys.readouterr().out)["n_points"] == 120
+    assert main(["/nonexistent.csv"]) == 2
