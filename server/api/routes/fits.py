@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 import numpy as np
 from fastapi import APIRouter, HTTPException, Query
@@ -11,8 +11,9 @@ from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, model_validator
 from server import limits
 from server.api.deps import AUTH_RESPONSES, READ, StoreDep
 from server.api.routes.runs import NOT_FOUND, RunId
-from server.fitting import FitOptions, FitResult, compare_fits, fit_curve
-from server.refit import fit_options_for, public_fit
+from server.fitting import FitOptions, fit_curve
+from server.refit import public_fit
+from server.services.compare import api_response, latest_or_fresh, load_compare_inputs
 from server.store import NotFound
 
 router = APIRouter(prefix="/api/v1", tags=["fits"], responses=AUTH_RESPONSES, dependencies=[READ])
@@ -51,20 +52,7 @@ class FitRequest(BaseModel):
         return self
 
 
-def _fresh_fit(store: Any, run_id: int, metric: str) -> dict[str, Any]:
-    context = store.fit_context(run_id)
-    page = store.get_points(run_id, metric)
-    result = fit_curve(np.asarray(page.compute), np.asarray(page.values), fit_options_for(context))
-    return {**result.to_dict(internal=True), "metric": metric, "message": result.message}
-
-
-def _latest_or_fresh(store: Any, run_id: int, metric: str | None) -> dict[str, Any]:
-    name, stored = store.latest_fit(run_id, metric)
-    if stored is None:
-        # Never fitted yet (too few points, or a metric the refitter does not follow):
-        # fit now so the caller learns why, e.g. "only 3 usable points (need 5)".
-        stored = {**_fresh_fit(store, run_id, name), "fit_id": None, "fitted_at": None}
-    return stored
+_latest_or_fresh = latest_or_fresh
 
 
 @router.get("/runs/{run_id}/fit", responses=NOT_FOUND)
@@ -121,32 +109,8 @@ def compare(
     budget: Annotated[float | None, Query(gt=0, le=1e30)] = None,
 ) -> dict:
     """Runs side by side: fits, the paper's verdict, crossovers, the winner at a budget."""
-    ids = list(dict.fromkeys(run))
-    runs, series, labels = [], {}, {}
     try:
-        infos = [store.get_run(i) for i in ids]
+        inputs = load_compare_inputs(store, list(run), metric)
     except NotFound as exc:
         raise HTTPException(404, str(exc)) from exc
-    names = [r["name"] for r in infos]
-    for info in infos:
-        label = info["name"] if names.count(info["name"]) == 1 else f"{info['name']}#{info['id']}"
-        labels[info["id"]] = label
-        stored = _latest_or_fresh(store, info["id"], metric)
-        page = store.get_points(info["id"], stored["metric"])
-        series[label] = (
-            np.asarray(page.compute),
-            np.asarray(page.values),
-            FitResult.from_dict(stored),
-        )
-        runs.append(
-            {
-                "id": info["id"],
-                "name": info["name"],
-                "project": info["project"],
-                "label": label,
-                "metric": stored["metric"],
-                "fit": public_fit(stored),
-            }
-        )
-    comparison = compare_fits(series, budget=budget)
-    return {"metric": metric, "budget": budget, "runs": runs, "comparison": comparison}
+    return api_response(inputs, metric, budget)

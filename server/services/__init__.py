@@ -1,0 +1,1 @@
+"""Read-side services shared by the REST API and the dashboard (no web framework imports)."""
