@@ -26,8 +26,10 @@ Data path of one point::
   Network errors, 408, 429 (honouring ``Retry-After``) and 5xx are retried with exponential
   backoff and full jitter (capped at 30 s). 401/403 keep the batches in the spool and retry
   slowly (a wrong token must not destroy data; fix the token and ``scalewatch sync``). 404
-  re-registers the run once. 413 splits the batch. Any other 4xx (e.g. 422) is permanent: the
-  batch is moved to ``rejected/`` in the spool, logged once per status, and sending goes on.
+  re-registers the run once. Any other 4xx (e.g. 422, 413) is permanent: a request merged from
+  several spool files is re-sent file by file once (so one bad batch does not take good ones
+  down with it), then the refused batch is moved to ``rejected/`` in the spool, logged once per
+  status, and sending goes on - never retried.
 * Nothing raises into the trainer for network or server trouble.
 * ``finish(timeout=30)`` flushes; whatever the server has not acknowledged by then stays in the
   spool, and a ``RuntimeWarning`` gives the count and the path. It is replayed by the next
@@ -744,8 +746,17 @@ class Sender:
         elif r.status == 404 and not self._reregistered:
             self._reregistered = True  # run deleted on the server? create it again, once
             run._run_id = None
-        elif r.status == 413 and split_ok and len(used) > 1:
-            self.send(used[:1], dedupe_points(Spool.read_batch(used[0])), split_ok=False)
+        elif split_ok and len(used) > 1:
+            # A merged request was refused for good (422, 413, ...): send its files one by one
+            # so that only the offending batch is dropped (a bounded, one-time split).
+            for f in used:
+                try:
+                    pts = dedupe_points(Spool.read_batch(f))
+                except (OSError, ValueError):
+                    continue
+                self.send([f], pts, split_ok=False)
+                if self.attempt:  # a transient error meanwhile: back to the main loop
+                    return
         else:
             self._reregistered = False
             for f in used:
