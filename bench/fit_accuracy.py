@@ -8,13 +8,17 @@ Two sets:
   an evaluation every budget/n_evals GPU-h (n_evals 60-160, i.e. every ~100 steps), AR(1)
   evaluation noise (sigma 0.007-0.013, rho 0.3-0.8), an early linear regime up to 1.5k GPU-h,
   budgets 4k-64k GPU-h (the 4k/8k ones are often cut before their knee).  Truth = the
-  noiseless curve at the budget.  Protocol: fit_until = budget / 2, warmup = 1.5k GPU-h (the paper's).
+  noiseless curve at the budget.  Protocol: fit_until = budget / 2, warmup = 1.5k GPU-h (as
+  in the paper).
 * **real**: ``/work/shared/data/real_curves/all_curves_long.csv`` (read in place, never copied),
   curves with >= 30 points, ``duplicate_of`` rows skipped; compute = gpu_hours (minus the
   start-up time at step 0), else cum_samples, else step.  Truth = mean of the last 5% of the
   points (at least 3), so it carries evaluation noise of its own.  For the paper method the
   C_mid grid [100, 40000] (GPU-h in the paper) is rescaled so that 8000 maps to the fit window's
   end, as in the paper's 8k-of-16k protocol.
+
+For the synthetic set the table is repeated for the runs whose fit window reaches twice the
+true C_mid (past the knee: the asymptote is knowable) and for those cut earlier.
 
 Columns: median and p90 |prediction - truth| (over every run with a prediction, and over the
 runs whose status is ``ok``), coverage of the 95% prediction interval, and *confidently wrong*:
@@ -59,7 +63,7 @@ def synthetic_runs(reps: int, seed: int = 0) -> list[dict]:
                 runs.append(dict(name=f"{name}/{int(budget)}/{rep}", c=c, y=y,
                                  truth=float(truth[-1]), fit_until=half,
                                  warmup=1500.0, target=budget, a_true=a,
-                                 cmid_grid=None, rho=rho))
+                                 cmid_grid=None, rho=rho, past_knee=half >= 2 * cm))
     return runs
 
 
@@ -142,8 +146,9 @@ def summarize(label: str, runs: list[dict], outs: list[dict]) -> str:
              if o["status"] == "ok" and o["ci_a"] and r["a_true"] is not None]
     a_covs = f"{100 * np.mean(a_cov):5.1f}%" if a_cov else "   -  "
     ms = np.median([o["ms"] for o in outs])
-    return (f"{label:10s} {len(errs):4d} {_q(errs, .5)} {_q(errs, .9)}  {len(ok):4d} {_q(ok, .5)} "
-            f"{_q(ok, .9)}  {covs}  {a_covs}  {wrong:5d}   {n_ok:3d}/{n_un:3d}/{n_in:3d}  {ms:7.1f}")
+    return (f"{label:10s} {len(errs):4d} {_q(errs, .5)} {_q(errs, .9)}  {len(ok):4d} "
+            f"{_q(ok, .5)} {_q(ok, .9)}  {covs}  {a_covs}  {wrong:5d}   "
+            f"{n_ok:3d}/{n_un:3d}/{n_in:3d}  {ms:7.1f}")
 
 
 HEADER = ("method      n   med|e|  p90|e|   n_ok med_ok  p90_ok  cover95 (ok)   A-cover  "
@@ -166,9 +171,13 @@ def main(argv: list[str]) -> int:
     for title, runs in sets:
         print(f"\n== {title}: {len(runs)} runs ==")
         print(HEADER)
+        subsets: dict[str, list[tuple[dict, dict]]] = defaultdict(list)
         for method in methods:
             outs = [run_method(r, method) for r in runs]
             print(summarize(method, runs, outs), flush=True)
+            for r, o in zip(runs, outs, strict=True):
+                if "past_knee" in r:
+                    subsets[(method, r["past_knee"])].append((r, o))
             if args.verbose and method == "default":
                 for r, o in zip(runs, outs, strict=True):
                     bad = o["covered"] is False
@@ -176,6 +185,13 @@ def main(argv: list[str]) -> int:
                           f"err={o['err'] if o['err'] is None else round(o['err'], 4)} "
                           f"iv={o['iv'] and tuple(round(v, 3) for v in o['iv'])} "
                           f"truth={r['truth']:.3f}")
+        if subsets:
+            for knee in (True, False):
+                print(f"-- subset: fit window {'reaches' if knee else 'ends before'} 2 x the "
+                      "true C_mid --")
+                for method in methods:
+                    pairs = subsets[(method, knee)]
+                    print(summarize(method, [p[0] for p in pairs], [p[1] for p in pairs]))
     return 0
 
 

@@ -1,9 +1,30 @@
 """Pure numpy/scipy fitting engine for the ScaleRL sigmoid (no web or database imports).
 
-``R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B)``, C = cumulative compute.
+``R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B)``, C = cumulative compute (arXiv 2510.13786).
 
 Public API: :class:`FitOptions`, :class:`FitResult`, :func:`fit_curve`, :func:`predict`,
-:func:`predict_band`, :func:`compare_fits`.
+:func:`predict_band`, :func:`compare_fits`.  ``FitResult.to_dict()`` is the public JSON object;
+``to_dict(internal=True)`` adds an ``"internal"`` block (parameter draws, noise model, message)
+that :meth:`FitResult.from_dict` needs to redraw the prediction band after a reload.
+
+How ``method="default"`` fits (modules in brackets):
+
+1. Clean (drop NaN/inf/negative compute), fix R0 (``given`` > ``first_point`` at compute 0 >
+   ``fitted``), apply ``warmup`` / ``fit_until`` [fit].
+2. Global search over a 56 x 36 grid of (log C_mid, B) on data binned in log-compute, with A
+   (and R0 when fitted) in closed form, clipped to ``value_range`` [grid].
+3. Bounded ``least_squares`` refinement with the analytic Jacobian; never worse than the grid's
+   best cell.  A ``previous`` result warm-starts it and skips the grid unless a check grid finds
+   a better SSR [fit].
+4. 95% intervals: noise inflated by the residuals' autocorrelation time (effective sample size),
+   t quantiles, Laplace draws, hulled with the profile-likelihood set read off the grid
+   [intervals].
+5. Status: ``insufficient_data`` (< 5 usable points, < 4 distinct compute values, no upward
+   signal, collapse), ``unidentified`` (A's interval touches the value range or is wider than
+   0.1, or the window does not reach 2 x C_mid with a visible rise; A withheld,
+   ``A_lower_bound`` given), else ``ok``.
+
+``method="paper"`` / ``"curve_fit"`` are reference procedures for comparison [paper].
 """
 
 from __future__ import annotations

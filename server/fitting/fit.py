@@ -126,6 +126,7 @@ def point_fit(
     value_range: tuple[float, float],
     start: tuple[float, float, float, float] | None = None,
     fixed_a: float | None = None,
+    need_grid: bool = False,
 ) -> PointFit:
     """Global fit: grid with closed-form A (and R0), then bounded refinement.
 
@@ -141,17 +142,25 @@ def point_fit(
     def from_cell(gr: G.Grid, i: int) -> tuple[float, float, float, float]:
         return (float(gr.a[i]), float(gr.m[i]), float(gr.b[i]), float(gr.r0[i]))
 
+    gr = None
     if start is not None:
         a0, m0, b0, r00 = start
         st = (fixed_a if fixed_a is not None else a0, m0, b0, r00 if fit_r0 else r0_default)
         th = _refine(x, y, st, fit_r0, value_range, m_bounds, fixed_a)
         ssr = _ssr(x, y, th)
-        cm, cb = G.default_axes(float(x[0]), *COARSE)
-        coarse = G.search(binned, r0, value_range, cm, cb, fixed_a)
-        if ssr <= float(coarse.ssr.min()) * (1.0 + 1e-6) + 1e-15:
-            return PointFit(th, ssr, None, "warm")
+        # The check grid: coarse for a bare point fit; the full one when the caller needs it
+        # anyway (interval profile), which then costs nothing extra.
+        if need_grid:
+            gr = G.search(binned, r0, value_range, m_axis, b_axis, fixed_a)
+            check = gr
+        else:
+            cm, cb = G.default_axes(float(x[0]), *COARSE)
+            check = G.search(binned, r0, value_range, cm, cb, fixed_a)
+        if ssr <= float(check.ssr.min()) * (1.0 + 1e-6) + 1e-15:
+            return PointFit(th, ssr, gr, "warm")
 
-    gr = G.search(binned, r0, value_range, m_axis, b_axis, fixed_a)
+    if gr is None:
+        gr = G.search(binned, r0, value_range, m_axis, b_axis, fixed_a)
     best = from_cell(gr, gr.best)
     th = _refine(x, y, best, fit_r0, value_range, m_bounds, fixed_a)
     ssr = _ssr(x, y, th)
@@ -218,7 +227,7 @@ def fit_curve(
     if previous is not None and previous.params is not None and previous.C_mid:
         a, b, cm, r0p = previous.params
         start = (a, float(np.log(cm / prep.c0)), b, r0p)
-    pf = point_fit(prep.x, prep.y, prep.r0, (lo, hi), start)
+    pf = point_fit(prep.x, prep.y, prep.r0, (lo, hi), start, need_grid=options.intervals)
     return finish(prep, options, pf)
 
 
