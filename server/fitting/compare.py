@@ -42,7 +42,7 @@ def _last_cross(grid: FloatArray, d: FloatArray) -> tuple[FloatArray, FloatArray
     rows = np.arange(d.shape[0])
     d0, d1 = d[rows, i], d[rows, i + 1]
     lg = np.log(grid)
-    t = d0 / (d0 - d1 + 1e-300)
+    t = np.clip(d0 / (d0 - d1 + 1e-300), 0.0, 1.0)  # rows without a crossing: harmless
     cross = np.exp(lg[i] + t * (lg[i + 1] - lg[i]))
     return np.where(has, cross, np.nan), sgn[rows, i]
 
