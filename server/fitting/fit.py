@@ -9,7 +9,7 @@ from numpy.typing import ArrayLike
 from scipy.optimize import least_squares
 
 from . import grid as G
-from .intervals import analyse
+from .intervals import analyse, band
 from .model import FloatArray, frac, jacobian_x
 from .result import FitOptions, FitResult
 
@@ -277,11 +277,19 @@ def finish(prep: Prepared, options: FitOptions, pf: PointFit) -> FitResult:
     draws = tuple(tuple(map(float, r)) for r in unc.draws)
     env = tuple(tuple(map(float, r)) for r in unc.envelope)
     if at_edge or wide or pre_knee:
+        # The curve rises monotonically towards A, so A is at least the curve's level at the
+        # end of the window; that level is well determined even when A is not, which makes it
+        # a far more useful (and still defensible) lower bound than A's own interval.
+        lower = a_lo
+        if len(unc.draws) or len(unc.envelope):
+            end_lo = band(np.array([prep.fit_range[1]]), unc.draws, unc.envelope)[0][0]
+            if np.isfinite(end_lo):
+                lower = max(lower, float(end_lo))
         why = ("reaches the value-range bound" if at_edge else f"is wider than {ID_MAX_WIDTH}"
                if wide else f"and the data do not reach {KNEE_FACTOR:g} x C_mid with a visible "
                "rise in the window")
         return FitResult(
-            status="unidentified", A=None, A_lower_bound=a_lo, ci=ci,
+            status="unidentified", A=None, A_lower_bound=lower, ci=ci,
             predicted_at_target=pred, predicted_interval=unc.predicted_interval,
             message=f"A is not pinned down yet (its 95% interval [{a_lo:.3f}, {a_hi:.3f}] "
                     f"{why}); the run has probably not passed its knee",

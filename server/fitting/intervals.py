@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from .grid import Grid
+from .grid import Grid, bin_data
 from .model import FloatArray, curves_many, frac, jacobian_x
 
 N_DRAWS = 200
@@ -129,6 +129,15 @@ def analyse(
         # Clip ln(C_mid / c0): far-off draws of an unidentified fit would overflow exp().
         d_cm = c0 * np.exp(np.clip(th[:, 1], -M_CLIP, M_CLIP))
         draws = np.column_stack([d_a, d_b, d_cm, d_r0])
+        # Far from the knee the Gaussian is a poor description of a banana-shaped likelihood
+        # and many draws are curves the data rule out; drop those (SSR beyond the 99% level a
+        # Gaussian draw would reach), so bands stay anchored to the data where there are data.
+        binned = bin_data(x, y)
+        pred = curves_many(c0 * np.exp(binned.x), draws)
+        ssr_d = ((pred - binned.y) ** 2) @ binned.w + binned.ssw
+        keep = ssr_d <= ssr_best + stats.chi2.ppf(0.99, p) * (q / 1.96) ** 2 * s2
+        if keep.sum() >= 10:  # otherwise keep them all rather than report no band at all
+            draws = draws[keep]
 
         env_rows: list[FloatArray] = []
         if grid is not None:

@@ -60,6 +60,8 @@ def test_pre_knee_data_is_unidentified(seed: int) -> None:
     assert d["A_lower_bound"] is not None
     # A defensible lower bound: not above the true asymptote.
     assert d["A_lower_bound"] <= ROWS["ScaleRL-32k"][2]
+    # ... and informative: at least about the level the run has already reached.
+    assert d["A_lower_bound"] >= truth[c <= 8000][-1] - 0.05
     assert "knee" in res.message
 
 
