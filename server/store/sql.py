@@ -11,13 +11,15 @@ from contextlib import contextmanager
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
+from server.store.alerts_sql import AlertsMixin
 from server.store.fits_sql import FitsMixin
 from server.store.points_sql import PointsMixin
 from server.store.runs_sql import RunsMixin
 from server.store.tokens_sql import TokensMixin
 
 
-class SqlStore(RunsMixin, PointsMixin, FitsMixin, TokensMixin):
+# AlertsMixin first: its `_delete_run_dependents` extends the RunsMixin hook.
+class SqlStore(AlertsMixin, RunsMixin, PointsMixin, FitsMixin, TokensMixin):
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.sessions: sessionmaker[Session] = sessionmaker(bind=engine, expire_on_commit=False)

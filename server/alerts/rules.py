@@ -1,0 +1,69 @@
+"""Alert rule kinds and their parameters: defaults, and validation with readable errors."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from server.db.alert_models import ALERT_KINDS
+
+# kind -> {param: (default or None when required, minimum exclusive, maximum inclusive, type)}
+PARAMS: dict[str, dict[str, tuple[Any, float, float, type]]] = {
+    # The paper's margin for "different asymptote".
+    "asymptote_drop": {"delta": (0.02, 0.0, 1e6, float)},
+    "asymptote_below": {"threshold": (None, -1e12, 1e12, float)},
+    "below_baseline": {"baseline_run_id": (None, 0, 2**31 - 1, int)},
+    "stalled": {"minutes": (None, 0.0, 60 * 24 * 365, float)},
+    "off_curve": {"n": (3, 0, 1000, int), "k": (4.0, 0.0, 1e6, float)},
+}
+KIND_HELP = {
+    "asymptote_drop": "the fitted A fell at least `delta` below the best A of the run, "
+    "beyond noise (the A intervals no longer overlap)",
+    "asymptote_below": "the upper end of A's 95% interval is below `threshold`",
+    "below_baseline": "A's interval lies wholly below the A of `baseline_run_id`",
+    "stalled": "a running run has logged no points for `minutes`",
+    "off_curve": "the last `n` points are more than `k` residual scales off the last good "
+    "fit, all on the same side (collapse, divergence)",
+}
+assert set(PARAMS) == set(ALERT_KINDS)
+
+
+class RuleError(ValueError):
+    """A rule that cannot work; the message says why (an API 422)."""
+
+
+def normalize_params(kind: str, params: dict[str, Any] | None) -> dict[str, Any]:
+    """Params of `kind` with defaults filled in; raises RuleError naming every problem."""
+    if kind not in PARAMS:
+        raise RuleError(f"unknown kind {kind!r}; expected one of {', '.join(ALERT_KINDS)}")
+    spec = PARAMS[kind]
+    params = dict(params or {})
+    problems = []
+    unknown = sorted(set(params) - set(spec))
+    if unknown:
+        problems.append(
+            f"unknown parameter(s) {', '.join(unknown)} for kind {kind} "
+            f"(allowed: {', '.join(spec) or 'none'})"
+        )
+    out: dict[str, Any] = {}
+    for name, (default, low, high, typ) in spec.items():
+        value = params.get(name)
+        if value is None:
+            if default is None:
+                problems.append(f"{kind} needs parameter {name!r}")
+                continue
+            out[name] = default
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            problems.append(f"{name} must be a number, got {value!r}")
+            continue
+        if typ is int and (not float(value).is_integer()):
+            problems.append(f"{name} must be an integer, got {value!r}")
+            continue
+        if not math.isfinite(float(value)) or not low < value <= high:
+            problems.append(f"{name} must be > {low:g} and <= {high:g}, got {value!r}")
+            continue
+        out[name] = typ(value)
+    if problems:
+        raise RuleError("; ".join(problems))
+    return out

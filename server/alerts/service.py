@@ -1,0 +1,163 @@
+"""Wiring: evaluate rules after every stored fit, `stalled` on a timer, send webhooks.
+
+`start_alert_workers(app)` is called by `server.workers.start_workers`; it returns the
+background workers (webhook sender, stalled timer) and the refit listener.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from fastapi import FastAPI
+
+from server.alerts import evaluate as ev
+from server.alerts.webhooks import WebhookSender, build_body
+from server.db.models import utcnow
+
+log = logging.getLogger("scalewatch.alerts")
+
+FIT_KINDS = ("asymptote_drop", "asymptote_below", "below_baseline", "off_curve")
+
+
+class AlertService:
+    def __init__(self, store: Any, base_url: str, sender: WebhookSender | None = None) -> None:
+        self.store = store
+        self.base_url = base_url
+        self.sender = sender
+
+    # ---- applying a verdict ------------------------------------------------------------------
+    def _webhook(self, rule: dict[str, Any]) -> Any:
+        url = rule.get("webhook_url")
+        if not url:
+            return None
+        return lambda alert, event: (url, build_body(alert, event, self.base_url))
+
+    def apply(
+        self, rule: dict[str, Any], run_id: int, verdict: ev.Verdict, fit_id: int | None
+    ) -> str | None:
+        """Open or resolve the (rule, run) alert; returns "opened" / "resolved" / None."""
+        if verdict.fire is None:
+            return None
+        webhook = self._webhook(rule)
+        if verdict.fire:
+            done = self.store.open_alert(
+                rule, run_id, verdict.message, verdict.details, fit_id, webhook
+            )
+            what = "opened"
+        else:
+            done = self.store.resolve_alert(rule, run_id, verdict.details, webhook)
+            what = "resolved"
+        if done is None:
+            return None
+        log.info(
+            "alert %s %s: rule %s run %s %s",
+            done["id"],
+            what,
+            rule["id"],
+            run_id,
+            done.get("message", ""),
+        )
+        if webhook is not None and self.sender is not None:
+            self.sender.notify()
+        return what
+
+    # ---- after each fit ----------------------------------------------------------------------
+    def verdict_for(
+        self,
+        rule: dict[str, Any],
+        series_id: int,
+        fit: dict[str, Any],
+        previous: dict[str, Any] | None,
+        active: bool = False,
+    ) -> ev.Verdict:
+        params, kind = rule["params"], rule["kind"]
+        if kind == "asymptote_drop":
+            return ev.asymptote_drop(params, fit, self.store.best_ok_fit(series_id), active)
+        if kind == "asymptote_below":
+            return ev.asymptote_below(params, fit, previous, active)
+        if kind == "below_baseline":
+            name, base = self.store.latest_ok_fit_of_run(int(params["baseline_run_id"]))
+            return ev.below_baseline(params, fit, base, name, active)
+        if kind == "off_curve":
+            compute, values = self.store.last_points(series_id, int(params["n"]))
+            if len(compute) < int(params["n"]):
+                return ev.NO_VERDICT
+            reference = self.store.last_ok_fit_before(series_id, min(compute))
+            return ev.off_curve(params, reference, compute, values, fit)
+        return ev.NO_VERDICT
+
+    def on_fit(
+        self,
+        context: dict[str, Any],
+        series_id: int,
+        fit: dict[str, Any],
+        previous: dict[str, Any] | None,
+    ) -> None:
+        """The refit listener: evaluate every rule of the run on its fit metric's new fit."""
+        if fit.get("metric") != context.get("fit_metric"):
+            return
+        rules = self.store.rules_for_run(context["project"], context["run_id"], FIT_KINDS)
+        if not rules:
+            return
+        active = self.store.active_alert_rules(context["run_id"])
+        for rule in rules:
+            try:
+                verdict = self.verdict_for(rule, series_id, fit, previous, rule["id"] in active)
+                self.apply(rule, context["run_id"], verdict, fit.get("fit_id"))
+            except Exception:  # noqa: BLE001 - one broken rule must not hide the others
+                log.exception("alert rule %s on run %s failed", rule["id"], context["run_id"])
+
+    # ---- on a timer --------------------------------------------------------------------------
+    def check_stalled(self) -> int:
+        changed = 0
+        now = utcnow()
+        for rule, run in self.store.stalled_candidates():
+            verdict = ev.stalled(rule["params"], run["status"], run["last_seen_at"], now)
+            if self.apply(rule, run["id"], verdict, None):
+                changed += 1
+        return changed
+
+
+class StalledTimer:
+    def __init__(self, service: AlertService, interval: float) -> None:
+        self.service = service
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> StalledTimer:
+        self._thread = threading.Thread(target=self._loop, name="scalewatch-stalled", daemon=True)
+        self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.service.check_stalled()
+            except Exception:  # noqa: BLE001 - keep checking after a database hiccup
+                log.exception("stalled check failed")
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+
+def start_alert_workers(app: FastAPI) -> tuple[list[Any], Any]:
+    settings = app.state.settings
+    store = app.state.store
+    backoff = float(settings.webhook_backoff)
+    sender = WebhookSender(
+        store,
+        backoff=backoff,
+        backoff_max=max(3600.0, backoff),
+        max_attempts=int(settings.webhook_max_attempts),
+        timeout=float(settings.webhook_timeout),
+        poll_interval=min(2.0, max(backoff / 2, 0.05)),
+    ).start()
+    service = AlertService(store, settings.base_url, sender)
+    timer = StalledTimer(service, float(settings.alert_interval)).start()
+    app.state.alert_service = service
+    return [sender, timer], service.on_fit
