@@ -36,6 +36,10 @@ Guarantees
   background before its first batch is sent.
 * ``mode="offline"`` (or ``SCALEWATCH_MODE=offline``) only spools; ``scalewatch sync`` creates
   the run and uploads later.
+* SIGKILL of the trainer: the in-memory queue is spooled every 0.2 s, so at most the points
+  logged in the last 0.2 s are only in memory. ``run.flush()`` (call it when you save a
+  checkpoint) returns once everything logged so far is on disk; a trainer that resumes from that
+  checkpoint and redoes the later steps then loses nothing.
 * ``finish(timeout=30)`` flushes; points still unacknowledged stay in the spool and a
   ``RuntimeWarning`` gives their count and path.
 

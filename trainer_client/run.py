@@ -47,12 +47,14 @@ import json
 import logging
 import math
 import os
+import tempfile
 import threading
 import time
 import warnings
 import weakref
 from collections import deque
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from ._http import (
@@ -286,7 +288,16 @@ class Run:
             self._meta["fit_metric"] = _check_name("fit_metric", fit_metric)
 
         self.spool = Spool(home, self.project, self.name)
-        self.spool.write_meta({**self._meta, "mode": self.mode, "url": self.url})
+        meta = {**self._meta, "mode": self.mode, "url": self.url}
+        try:
+            self.spool.write_meta(meta)
+        except OSError as exc:  # unwritable home: fall back to a temp dir, don't crash
+            fallback = Path(tempfile.gettempdir()) / f"scalewatch-{os.getuid()}"
+            logger.error("scalewatch: cannot write the spool under %s (%s); using %s",
+                         self.spool.home, exc, fallback)
+            self.spool = Spool(fallback, self.project, self.name)
+            with contextlib.suppress(OSError):
+                self.spool.write_meta(meta)
         self.spool.cleanup_tmp()
 
         self._run_id: int | None = None
