@@ -49,15 +49,16 @@ class Settings:
     public_url: str | None = None
     # Background workers (refitter, alert timers, webhook outbox). Disabled in a few tests.
     workers_enabled: bool = True
+    dashboard_enabled: bool = True  # API-only deployments can leave the Dash app out
     refit_interval: float = 0.5  # how often the refitter polls for dirty (run, metric) pairs
     interval_refresh: float = 10.0  # intervals are recomputed at most this often per series
-    extra: dict[str, str] = field(default_factory=dict)
     # Alerts: how often `stalled` rules are checked; webhook retry base delay (doubles per
     # attempt, jittered, capped at an hour), attempts before giving up, per-request timeout.
     alert_interval: float = 15.0
     webhook_backoff: float = 30.0
     webhook_max_attempts: int = 20
     webhook_timeout: float = 10.0
+    extra: dict[str, str] = field(default_factory=dict)
 
     @property
     def is_sqlite(self) -> bool:
@@ -89,11 +90,12 @@ def load_settings(**overrides: object) -> Settings:
         max_overflow=_env_int("SCALEWATCH_MAX_OVERFLOW", 10),
         public_url=os.environ.get("SCALEWATCH_PUBLIC_URL") or None,
         workers_enabled=_env_bool("SCALEWATCH_WORKERS", True),
+        dashboard_enabled=_env_bool("SCALEWATCH_DASHBOARD", True),
         refit_interval=_env_float("SCALEWATCH_REFIT_INTERVAL", 0.5),
         interval_refresh=_env_float("SCALEWATCH_INTERVAL_REFRESH", 10.0),
-    )
-    return settings.with_overrides(**overrides)
         alert_interval=_env_float("SCALEWATCH_ALERT_INTERVAL", 15.0),
         webhook_backoff=_env_float("SCALEWATCH_WEBHOOK_BACKOFF", 30.0),
         webhook_max_attempts=_env_int("SCALEWATCH_WEBHOOK_MAX_ATTEMPTS", 20),
         webhook_timeout=_env_float("SCALEWATCH_WEBHOOK_TIMEOUT", 10.0),
+    )
+    return settings.with_overrides(**overrides)

@@ -9,9 +9,10 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DataError, OperationalError
 
 from server.api.deps import TokenCache
+from server.api.guards import RejectNulMiddleware
 from server.api.routes import health, points, runs, tokens
 from server.api.telemetry import Metrics, MetricsMiddleware
 from server.config import Settings
@@ -49,6 +50,20 @@ def _start_workers(app: FastAPI) -> list:
     return start_workers(app)
 
 
+def _mount_dashboard(app: FastAPI) -> None:
+    try:
+        from dashboard.app import mount_dashboard
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("dashboard.app", "dashboard"):
+            raise
+        return
+    mount_dashboard(app)
+
+    @app.get("/", include_in_schema=False)
+    def _root() -> RedirectResponse:
+        return RedirectResponse("/dashboard/")
+
+
 def create_app(settings: Settings, store: SqlStore | None = None) -> FastAPI:
     if store is None:
         engine = make_engine(settings)
@@ -79,6 +94,7 @@ def create_app(settings: Settings, store: SqlStore | None = None) -> FastAPI:
     app.state.token_cache = TokenCache()
     app.state.metrics = Metrics()
     app.state.refit_notify = None
+    app.add_middleware(RejectNulMiddleware)
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
 
     @app.exception_handler(RequestValidationError)
@@ -91,6 +107,16 @@ def create_app(settings: Settings, store: SqlStore | None = None) -> FastAPI:
         ]
         return JSONResponse({"detail": detail}, status_code=422)
 
+    @app.exception_handler(DataError)
+    async def _bad_value(_request: Request, exc: DataError) -> JSONResponse:
+        # The database refused a value the validators let through (e.g. out of range for its
+        # column type). The transaction is rolled back, so nothing was stored.
+        log.info("database rejected a value: %s", exc)
+        return JSONResponse(
+            {"detail": f"a value was rejected by the database: {str(exc.orig).splitlines()[0]}"},
+            status_code=422,
+        )
+
     @app.exception_handler(OperationalError)
     async def _db_unavailable(_request: Request, exc: OperationalError) -> JSONResponse:
         log.warning("database unavailable: %s", exc)
@@ -99,16 +125,6 @@ def create_app(settings: Settings, store: SqlStore | None = None) -> FastAPI:
     for router in ROUTERS + _optional_routers():
         app.include_router(router)
 
-    try:
-        from dashboard.app import mount_dashboard
-    except ModuleNotFoundError as exc:
-        if exc.name not in ("dashboard.app", "dashboard"):
-            raise
-    else:
-        mount_dashboard(app)
-
-        @app.get("/", include_in_schema=False)
-        def _root() -> RedirectResponse:
-            return RedirectResponse("/dashboard/")
-
+    if settings.dashboard_enabled:
+        _mount_dashboard(app)
     return app

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from sqlalchemy import and_, func, select, text, update
+from sqlalchemy import and_, case, func, select, text, update
 from sqlalchemy.orm import Session
 
 from server import limits
@@ -37,6 +37,26 @@ ORDER BY step
 """
 
 
+_PG_UPSERT = """
+WITH up AS (
+    INSERT INTO points (series_id, step, compute, value, wall_time)
+    SELECT %s, t.step, t.compute, t.value, t.wall_time
+    FROM unnest(%s::bigint[], %s::float8[], %s::float8[], %s::float8[])
+         AS t(step, compute, value, wall_time)
+    ON CONFLICT (series_id, step) DO UPDATE
+    SET compute = EXCLUDED.compute, value = EXCLUDED.value, wall_time = EXCLUDED.wall_time
+    RETURNING (xmax <> 0) AS overwritten
+)
+SELECT count(*) FILTER (WHERE overwritten) FROM up
+"""
+
+_SQLITE_UPSERT = (
+    "INSERT INTO points (series_id, step, compute, value, wall_time) VALUES (?, ?, ?, ?, ?) "
+    "ON CONFLICT (series_id, step) DO UPDATE SET compute = excluded.compute, "
+    "value = excluded.value, wall_time = excluded.wall_time"
+)
+
+
 class PointsMixin:
     def ingest_points(self, run_id: int, rows: list[PointRow]) -> tuple[int, int]:
         """Upsert rows on (run, metric, step); returns (accepted, updated) in one transaction."""
@@ -56,23 +76,32 @@ class PointsMixin:
                 raise NotFound(f"run {run_id} not found")
             if not rows:
                 return 0, 0
-            series_ids = self._ensure_series(s, run_id, sorted(by_metric))
+            series_ids, last_steps = self._ensure_series(s, run_id, sorted(by_metric))
             inserted: dict[str, int] = {}
             for metric in sorted(by_metric, key=lambda m: series_ids[m]):
                 batch = by_metric[metric]
-                overwritten = self._upsert_series_points(s, series_ids[metric], batch)
+                last = last_steps.get(metric)
+                if last is None or min(r.step for r in batch) > last:
+                    # Pure append (the trainer's normal case): nothing can conflict, so the
+                    # rows go in as a bulk COPY / executemany without upsert bookkeeping.
+                    self._append_series_points(s, series_ids[metric], batch)
+                    overwritten = 0
+                else:
+                    overwritten = self._upsert_series_points(s, series_ids[metric], batch)
                 inserted[metric] = len(batch) - overwritten
             self._update_summaries(s, run, series_ids, by_metric, inserted)
             return len(dedup), len(dedup) - sum(inserted.values())
 
-    def _ensure_series(self, s: Session, run_id: int, names: list[str]) -> dict[str, int]:
-        existing = dict(
-            s.execute(
-                select(Series.name, Series.id).where(
-                    Series.run_id == run_id, Series.name.in_(names)
-                )
-            ).all()
-        )
+    def _ensure_series(
+        self, s: Session, run_id: int, names: list[str]
+    ) -> tuple[dict[str, int], dict[str, int | None]]:
+        # Every series of the run (a run has tens of metrics): the caller also needs the full
+        # name set to resolve the fit metric, which saves a query.
+        rows = s.execute(
+            select(Series.name, Series.id, Series.last_step).where(Series.run_id == run_id)
+        ).all()
+        existing = {r[0]: r[1] for r in rows}
+        last_steps = {r[0]: r[2] for r in rows}
         missing = [n for n in names if n not in existing]
         if missing:
             now = utcnow()
@@ -97,43 +126,60 @@ class PointsMixin:
                     )
                 ).all()
             )
-        return existing
+        return existing, last_steps
+
+    def _append_series_points(self, s: Session, sid: int, batch: list[PointRow]) -> None:
+        conn = s.connection()
+        if conn.dialect.name == "postgresql":
+            raw = conn.connection.driver_connection
+            with (
+                raw.cursor() as cur,
+                cur.copy(
+                    "COPY points (series_id, step, compute, value, wall_time) FROM STDIN"
+                ) as copy,
+            ):
+                for r in batch:
+                    copy.write_row((sid, r.step, r.compute, r.value, r.wall_time))
+            return
+        conn.exec_driver_sql(
+            "INSERT INTO points (series_id, step, compute, value, wall_time) "
+            "VALUES (?, ?, ?, ?, ?)",
+            [(sid, r.step, r.compute, r.value, r.wall_time) for r in batch],
+        )
 
     def _upsert_series_points(self, s: Session, sid: int, batch: list[PointRow]) -> int:
+        """Upsert one series' rows; returns how many overwrote an existing step."""
+        conn = s.connection()
+        if conn.dialect.name == "postgresql":
+            # One statement over parallel arrays: no per-row round trips, and the insert/update
+            # split comes back from xmax instead of a second query.
+            row = conn.exec_driver_sql(
+                _PG_UPSERT,
+                (
+                    sid,
+                    [r.step for r in batch],
+                    [r.compute for r in batch],
+                    [r.value for r in batch],
+                    [r.wall_time for r in batch],
+                ),
+            ).one()
+            return int(row[0])
         steps = [r.step for r in batch]
         lo, hi = min(steps), max(steps)
         # Count overwrites with a primary-key range scan; for a trainer appending new steps the
         # range lies past the stored points and this returns nothing.
-        present = set(
-            s.scalars(
-                select(Point.step).where(Point.series_id == sid, Point.step >= lo, Point.step <= hi)
-            ).all()
+        present = {
+            r[0]
+            for r in conn.exec_driver_sql(
+                "SELECT step FROM points WHERE series_id = ? AND step BETWEEN ? AND ?",
+                (sid, lo, hi),
+            )
+        }
+        conn.exec_driver_sql(
+            _SQLITE_UPSERT,
+            [(sid, r.step, r.compute, r.value, r.wall_time) for r in batch],
         )
-        overwritten = sum(1 for st in steps if st in present)
-        insert = dialect_insert(s)
-        stmt = insert(Point)
-        stmt = stmt.on_conflict_do_update(
-            index_elements=[Point.series_id, Point.step],
-            set_={
-                "compute": stmt.excluded.compute,
-                "value": stmt.excluded.value,
-                "wall_time": stmt.excluded.wall_time,
-            },
-        )
-        s.execute(
-            stmt,
-            [
-                {
-                    "series_id": sid,
-                    "step": r.step,
-                    "compute": r.compute,
-                    "value": r.value,
-                    "wall_time": r.wall_time,
-                }
-                for r in batch
-            ],
-        )
-        return overwritten
+        return sum(1 for st in steps if st in present)
 
     def _update_summaries(
         self,
@@ -144,30 +190,23 @@ class PointsMixin:
         inserted: dict[str, int],
     ) -> None:
         now = utcnow()
-        all_names = s.scalars(select(Series.name).where(Series.run_id == run.id)).all()
-        fit_metric = resolve_fit_metric(run.fit_metric, list(all_names))
+        fit_metric = resolve_fit_metric(run.fit_metric, list(series_ids))
         for metric, batch in by_metric.items():
-            sid = series_ids[metric]
             newest = max(batch, key=lambda r: r.step)
+            # One statement per series: counters always move, the latest value only when this
+            # batch reaches at least as far as what is stored (a replayed old batch must not
+            # turn back the summary).
+            is_newer = Series.last_step.is_(None) | (Series.last_step <= newest.step)
             values: dict[str, object] = {
                 "updated_at": now,
                 "n_points": Series.n_points + inserted[metric],
+                "last_step": case((is_newer, newest.step), else_=Series.last_step),
+                "last_compute": case((is_newer, newest.compute), else_=Series.last_compute),
+                "last_value": case((is_newer, newest.value), else_=Series.last_value),
             }
             if metric == fit_metric:
                 values["refit_requested"] = Series.refit_requested + 1
-            s.execute(update(Series).where(Series.id == sid).values(**values))
-            s.execute(
-                update(Series)
-                .where(
-                    Series.id == sid,
-                    (Series.last_step.is_(None)) | (Series.last_step <= newest.step),
-                )
-                .values(
-                    last_step=newest.step,
-                    last_compute=newest.compute,
-                    last_value=newest.value,
-                )
-            )
+            s.execute(update(Series).where(Series.id == series_ids[metric]).values(**values))
         newest_all = max((r for b in by_metric.values() for r in b), key=lambda r: r.step)
         run.last_seen_at = now
         if run.last_step is None or newest_all.step >= run.last_step:

@@ -1,0 +1,234 @@
+"""Ingest throughput: scalewatch over HTTP vs raw PostgreSQL COPY vs an MLflow tracking server.
+
+    .venv/bin/python bench/ingest.py [--values 200000] [--batch 1000]
+
+Every figure is measured in the same run on the same machine, and printed as a ratio:
+- scalewatch: POST /api/v1/runs/{id}/points, gzip-encoded, 1,000 values a request (what the
+  trainer client sends), one keep-alive connection, into SQLite and into PostgreSQL;
+- raw COPY: the same rows straight into a PostgreSQL table of the same shape (same primary key)
+  through psycopg COPY, one transaction per 1,000 rows: the ceiling for any PostgreSQL ingest;
+- MLflow: `mlflow server` with the same database kind, `MlflowClient.log_batch` with 1,000
+  metrics a call (MLflow's own per-request maximum). MLflow is installed into
+  `.bench/mlflow-venv` on first use (it is a bench-only dependency).
+Targets: >= 20x MLflow, >= 0.5x raw COPY.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench._common import ROOT, Server, TempDatabase, free_port, pg_available  # noqa: E402
+
+MLFLOW_VENV = ROOT / ".bench" / "mlflow-venv"
+
+
+def batches(n_values: int, batch: int, metrics: int) -> list[bytes]:
+    per_request = batch // metrics
+    out = []
+    step = 0
+    # Per-step training metrics (not the fit metric): this measures ingestion, not refits.
+    names = ["rl/kl", "rl/entropy", "rl/grad_norm", "rl/ess"][:metrics]
+    while step * metrics < n_values:
+        pts = [
+            {
+                "step": s,
+                "compute": s * 0.75,
+                "time": 1.7e9 + s,
+                "metrics": {m: 0.3 + (s % 97) / 1000 for m in names},
+            }
+            for s in range(step, step + per_request)
+        ]
+        out.append(gzip.compress(json.dumps({"points": pts}).encode(), 1))
+        step += per_request
+    return out
+
+
+def bench_scalewatch(kind: str, n_values: int, batch: int, metrics: int) -> float:
+    db = TempDatabase(kind)
+    server = Server(db.url)
+    try:
+        with httpx.Client(base_url=server.url, timeout=60) as http:
+            rid = http.post("/api/v1/runs", json={"project": "bench", "name": kind}).json()["id"]
+            bodies = batches(n_values, batch, metrics)
+            headers = {"Content-Encoding": "gzip", "Content-Type": "application/json"}
+            http.post(f"/api/v1/runs/{rid}/points", content=bodies[0], headers=headers)
+            rid = http.post("/api/v1/runs", json={"project": "bench", "name": kind + "2"}).json()[
+                "id"
+            ]
+            t0 = time.perf_counter()
+            stored = 0
+            for body in bodies:
+                r = http.post(f"/api/v1/runs/{rid}/points", content=body, headers=headers)
+                r.raise_for_status()
+                stored += r.json()["accepted"]
+            elapsed = time.perf_counter() - t0
+        return stored / elapsed
+    finally:
+        server.stop()
+        db.drop()
+
+
+def bench_copy(n_values: int, batch: int) -> float:
+    import psycopg
+
+    db = TempDatabase("postgresql")
+    try:
+        with psycopg.connect(db.libpq_url) as conn:
+            conn.execute(
+                "CREATE TABLE points (series_id int, step bigint, compute double precision,"
+                " value double precision, wall_time double precision,"
+                " PRIMARY KEY (series_id, step))"
+            )
+            conn.commit()
+            rows = [(1, s, s * 0.75, 0.3 + (s % 97) / 1000, 1.7e9 + s) for s in range(n_values)]
+            t0 = time.perf_counter()
+            for lo in range(0, n_values, batch):
+                with (
+                    conn.cursor() as cur,
+                    cur.copy(
+                        "COPY points (series_id, step, compute, value, wall_time) FROM STDIN"
+                    ) as copy,
+                ):
+                    for row in rows[lo : lo + batch]:
+                        copy.write_row(row)
+                conn.commit()
+            return n_values / (time.perf_counter() - t0)
+    finally:
+        db.drop()
+
+
+MLFLOW_CLIENT = r"""
+import sys, time
+from mlflow.tracking import MlflowClient
+from mlflow.entities import Metric
+url, n, batch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+client = MlflowClient(tracking_uri=url)
+exp = client.create_experiment("bench")
+run = client.create_run(exp).info.run_id
+client.log_batch(run, metrics=[Metric("warm", 0.1, 0, s) for s in range(batch)])
+t0 = time.perf_counter(); done = 0
+while done < n and time.perf_counter() - t0 < 90:
+    client.log_batch(run, metrics=[Metric("val_pass_rate", 0.3, int(time.time()*1000), s)
+                                   for s in range(done, done + batch)])
+    done += batch
+print(done / (time.perf_counter() - t0))
+"""
+
+
+def ensure_mlflow() -> Path | None:
+    py = MLFLOW_VENV / "bin" / "python"
+    if not py.exists():
+        print("installing mlflow into .bench/mlflow-venv (bench-only dependency)...", flush=True)
+        subprocess.run([sys.executable, "-m", "venv", str(MLFLOW_VENV)], check=True)
+        r = subprocess.run([str(py), "-m", "pip", "install", "-q", "mlflow", "psycopg2-binary"])
+        if r.returncode != 0:
+            return None
+    return py
+
+
+def bench_mlflow(kind: str, n_values: int, batch: int) -> float | None:
+    py = ensure_mlflow()
+    if py is None:
+        return None
+    db = TempDatabase(kind)
+    port = free_port()
+    store = db.url.replace("+psycopg", "") if kind == "postgresql" else db.url
+    art = tempfile.mkdtemp(prefix="mlflow-art-")
+    proc = subprocess.Popen(
+        [
+            str(MLFLOW_VENV / "bin" / "mlflow"),
+            "server",
+            "--backend-store-uri",
+            store,
+            "--default-artifact-root",
+            art,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(url + "/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.5)
+        else:
+            return None
+        out = subprocess.run(
+            [str(py), "-c", MLFLOW_CLIENT, url, str(n_values), str(batch)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        if out.returncode != 0:
+            print(out.stderr[-2000:], file=sys.stderr)
+            return None
+        return float(out.stdout.strip().splitlines()[-1])
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        db.drop()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--values", type=int, default=200_000)
+    ap.add_argument("--batch", type=int, default=1000)
+    ap.add_argument(
+        "--metrics", type=int, default=1, help="metrics per point (values/request fixed)"
+    )
+    ap.add_argument("--mlflow-values", type=int, default=20_000)
+    ap.add_argument("--skip-mlflow", action="store_true")
+    args = ap.parse_args()
+    kinds = ["sqlite"] + (["postgresql"] if pg_available() else [])
+    rows = []
+    for kind in kinds:
+        sw = bench_scalewatch(kind, args.values, args.batch, args.metrics)
+        ml = None if args.skip_mlflow else bench_mlflow(kind, args.mlflow_values, args.batch)
+        rows.append((kind, sw, ml))
+    copy = bench_copy(args.values, args.batch) if "postgresql" in kinds else None
+
+    print(
+        f"\ningest, {args.batch} values a request, {args.values} values "
+        f"({args.metrics} metric(s) a point)"
+    )
+    print(
+        f"{'database':<12}{'scalewatch/s':>14}{'MLflow/s':>12}{'x MLflow':>10}"
+        f"{'raw COPY/s':>13}{'x COPY':>9}"
+    )
+    for kind, sw, ml in rows:
+        ratio_ml = f"{sw / ml:>10.1f}" if ml else f"{'n/a':>10}"
+        ml_s = f"{ml:>12,.0f}" if ml else f"{'n/a':>12}"
+        cp = copy if kind == "postgresql" else None
+        cp_s = f"{cp:>13,.0f}" if cp else f"{'-':>13}"
+        ratio_cp = f"{sw / cp:>9.2f}" if cp else f"{'-':>9}"
+        print(f"{kind:<12}{sw:>14,.0f}{ml_s}{ratio_ml}{cp_s}{ratio_cp}")
+    print("targets: >= 20x MLflow, >= 0.5x raw COPY (PostgreSQL)")
+
+
+if __name__ == "__main__":
+    main()
