@@ -38,10 +38,11 @@ def _server_parsers(sub: argparse._SubParsersAction) -> bool:
 
 
 def _client_parsers(sub: argparse._SubParsersAction) -> None:
+    from trainer_client.sync import add_sync_arguments, sync_main
+
     p = sub.add_parser("sync", help="send spooled points that did not reach the server")
-    p.add_argument("--url", help="server URL (default $SCALEWATCH_URL)")
-    p.add_argument("--token", help="API token (default $SCALEWATCH_TOKEN)")
-    p.set_defaults(func=_cmd_sync)
+    add_sync_arguments(p)
+    p.set_defaults(func=sync_main)
     p = sub.add_parser("pipelinerl-sidecar", help="follow a PipelineRL experiment directory")
     try:
         from trainer_client.pipelinerl import add_sidecar_arguments, sidecar_main
@@ -49,14 +50,6 @@ def _client_parsers(sub: argparse._SubParsersAction) -> None:
         return
     add_sidecar_arguments(p)
     p.set_defaults(func=sidecar_main)
-
-
-def _cmd_sync(args: argparse.Namespace) -> int:
-    from trainer_client import replay_spools
-
-    summary = replay_spools(url=args.url, token=args.token)
-    print(summary)
-    return 0
 
 
 def _cmd_fit(argv: list[str]) -> int:

@@ -415,8 +415,13 @@ class Run:
             self._wake_writer.set()
             return self._drain_cond.wait_for(lambda: self._drains >= target, timeout)
 
-    def finish(self, timeout: float = 30.0) -> int:
-        """Flush and stop. Returns the number of points left unacknowledged in the spool."""
+    def finish(self, timeout: float = 30.0, status: str = "finished") -> int:
+        """Flush and stop. Returns the number of points left unacknowledged in the spool.
+
+        When everything was delivered, the run is marked ``status`` ("finished", or "failed"
+        when the ``with`` block raised) so dashboards stop showing it as live. At interpreter
+        exit only the flush happens: a crashed trainer is not "finished".
+        """
         if self._finished:
             return 0
         self._finished = True
@@ -454,7 +459,24 @@ class Run:
                 self.spool.unlock()
         with contextlib.suppress(Exception):
             atexit.unregister(self._atexit)
+        if status and not left and self.mode != "offline":
+            self._set_status(status)
         return left
+
+    def _set_status(self, status: str) -> None:
+        """Best effort PATCH of the run's status; never raises."""
+        run_id = self._run_id
+        if run_id is None:
+            return
+        conn = Connection(self.url, self.token, timeout=min(self.timeout, 5.0))
+        try:
+            body = json.dumps({"status": status}).encode()
+            conn.request("PATCH", f"/api/v1/runs/{run_id}", body=body,
+                         headers={"Content-Type": "application/json"})
+        except TransportError:
+            pass
+        finally:
+            conn.close()
 
     def fit(self, metric: str | None = None) -> dict | None:
         """Latest fit of this run from the server (``GET /runs/{id}/fit``), or None."""
@@ -476,8 +498,8 @@ class Run:
     def __enter__(self) -> Run:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
-        self.finish()
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        self.finish(status="failed" if exc_type is not None else "finished")
 
     def __repr__(self) -> str:
         return f"<scalewatch.Run {self.project}/{self.name} id={self._run_id} mode={self.mode}>"
@@ -587,7 +609,7 @@ class Run:
 
     def _atexit(self) -> None:
         with contextlib.suppress(Exception):
-            self.finish(timeout=_env_float("SCALEWATCH_EXIT_TIMEOUT", 10.0))
+            self.finish(timeout=_env_float("SCALEWATCH_EXIT_TIMEOUT", 10.0), status="")
 
 
 def _file_time(path: Any) -> float:

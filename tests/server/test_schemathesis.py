@@ -57,11 +57,11 @@ def test_no_input_causes_a_server_error(fuzz_app):
             max_examples=40, deadline=None, database=None, suppress_health_check=list(HealthCheck)
         )
         @given(case=op.as_strategy())
-        def check(case):
+        def check(case, label=op.label):
             response = case.call()
             statuses.append(response.status_code)
             if response.status_code >= 500:
-                failures.append((op.label, case.body, response.status_code, response.text[:300]))
+                failures.append((label, case.body, response.status_code, response.text[:300]))
 
         check()
     assert not failures, failures[:5]

@@ -29,7 +29,8 @@ def readyz(request: Request) -> JSONResponse:
         return JSONResponse(
             {
                 "status": "unavailable",
-                "detail": f"schema is not at {head_revision(store.engine)}: run scalewatch db upgrade",
+                "detail": f"schema is not at {head_revision(store.engine)}: "
+                "run scalewatch db upgrade",
             },
             503,
         )
