@@ -1,0 +1,1 @@
+"""The scalewatch dashboard: a Dash multi-page app mounted at /dashboard/."""

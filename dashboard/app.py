@@ -1,0 +1,113 @@
+"""The Dash app, built per FastAPI app and mounted at /dashboard/ in the same process.
+
+Pages live in `dashboard/pages/` (one module each, with `PATH`, `TITLE`, `layout()` and
+`register_callbacks(app, ctx)`); callbacks are registered on this app instance, never globally,
+so several apps (tests, benches) can live in one process, each reading its own store.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import dash
+import flask
+from a2wsgi import WSGIMiddleware
+from dash import Dash, dcc, html
+from fastapi import FastAPI
+from fastapi.responses import RedirectResponse
+
+from dashboard.auth import DashboardGate, add_login_routes, has_scope, token_from, token_info
+
+PREFIX = "/dashboard/"
+GRAPH_CONFIG = {
+    "displaylogo": False,
+    "toImageButtonOptions": {"format": "png", "scale": 2},
+    "modeBarButtonsToRemove": ["lasso2d", "select2d"],
+}
+
+
+@dataclass
+class DashContext:
+    """What callbacks need: the FastAPI app state (store, settings, token cache)."""
+
+    state: Any
+
+    @property
+    def store(self) -> Any:
+        return self.state.store
+
+    @property
+    def auth(self) -> bool:
+        return bool(self.state.settings.auth)
+
+    def can(self, scope: str) -> bool:
+        """Whether the token of the current Dash request has `scope` (True with auth off)."""
+        if not self.auth:
+            return True
+        req = flask.request
+        return has_scope(
+            token_info(self.state, token_from(dict(req.headers), dict(req.cookies))), scope
+        )
+
+
+def _navbar(auth: bool) -> html.Header:
+    links = [
+        dcc.Link("Runs", href=PREFIX, className="nav-link", id="nav-runs"),
+        dcc.Link("Alerts", href=PREFIX + "alerts", className="nav-link", id="nav-alerts"),
+    ]
+    right = [html.A("Sign out", href="/logout", className="nav-link")] if auth else []
+    return html.Header(
+        className="navbar",
+        children=[
+            html.Span("scalewatch", className="brand"),
+            html.Nav(links),
+            html.Span(className="spacer"),
+            *right,
+        ],
+    )
+
+
+def build_dash(state: Any) -> Dash:
+    from dashboard.pages import alerts, compare, run, runs
+
+    app = Dash(
+        __name__,
+        use_pages=True,
+        pages_folder="",
+        requests_pathname_prefix=PREFIX,
+        suppress_callback_exceptions=True,
+        title="scalewatch",
+        update_title=None,
+        serve_locally=True,
+    )
+    ctx = DashContext(state)
+    for mod in (runs, run, compare, alerts):
+        dash.register_page(
+            mod.__name__,
+            path=getattr(mod, "PATH", None),
+            path_template=getattr(mod, "PATH_TEMPLATE", None),
+            title=mod.TITLE,
+            name=mod.TITLE,
+            layout=mod.layout,
+        )
+        mod.register_callbacks(app, ctx)
+    app.layout = html.Div(
+        [_navbar(ctx.auth), html.Main(dash.page_container, className="content")],
+        className="shell",
+    )
+    return app
+
+
+def mount_dashboard(app: FastAPI) -> Dash:
+    """Build the dashboard on `app.state` and serve it at /dashboard/ (with /login if auth)."""
+    dash_app = build_dash(app.state)
+
+    @app.get("/dashboard", include_in_schema=False)
+    def _slash() -> RedirectResponse:
+        return RedirectResponse(PREFIX)
+
+    add_login_routes(app)
+    app.mount("/dashboard", DashboardGate(WSGIMiddleware(dash_app.server), app.state))
+    app.state.dash_app = dash_app
+    return dash_app

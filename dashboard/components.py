@@ -1,0 +1,61 @@
+"""Small shared pieces of layout: tables, CSV export, empty states."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from dash import dash_table, html
+
+TABLE_STYLE: dict[str, Any] = {
+    "style_table": {"overflowX": "auto"},
+    "style_cell": {
+        "fontFamily": "system-ui, -apple-system, Segoe UI, sans-serif",
+        "fontSize": 13,
+        "padding": "6px 10px",
+        "textAlign": "left",
+        "border": "none",
+        "borderBottom": "1px solid #eceff1",
+        "maxWidth": 360,
+        "overflow": "hidden",
+        "textOverflow": "ellipsis",
+    },
+    "style_header": {
+        "fontWeight": 600,
+        "whiteSpace": "normal",
+        "height": "auto",
+        "backgroundColor": "#f5f7fa",
+        "borderBottom": "2px solid #cfd8dc",
+    },
+    "style_filter": {"backgroundColor": "#fbfcfd"},
+    "markdown_options": {"link_target": "_self"},
+}
+
+
+def table(id_: str, columns: list[dict[str, Any]], **kwargs: Any) -> dash_table.DataTable:
+    return dash_table.DataTable(id=id_, columns=columns, **{**TABLE_STYLE, **kwargs})
+
+
+def column(name: str, id_: str, kind: str = "text", **extra: Any) -> dict[str, Any]:
+    col: dict[str, Any] = {"name": name, "id": id_, "type": kind, **extra}
+    if kind == "numeric":
+        col["format"] = {"specifier": ",.4~r"}
+    return col
+
+
+def to_csv(header: Sequence[str], rows: Iterable[Sequence[Any]], comment: str = "") -> str:
+    buf = io.StringIO()
+    if comment:
+        buf.write(f"# {comment}\n")
+    w = csv.writer(buf)
+    w.writerow(header)
+    for r in rows:
+        w.writerow(["" if v is None else v for v in r])
+    return buf.getvalue()
+
+
+def empty_state(text: str, id_: str | None = None) -> html.Div:
+    kwargs = {"id": id_} if id_ else {}
+    return html.Div(text, className="empty", **kwargs)

@@ -1,0 +1,335 @@
+"""Data shaping for the dashboard: store in, plain dicts out (no Dash, no plotly).
+
+Every read goes through the Store, the same one the REST API uses.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dashboard.figures import a_text, fmt, run_color, unit_label
+from server.services.compare import compare_inputs, latest_or_fresh, load_compare_inputs
+from server.store.base import NotFound, RunQuery
+
+MAX_SCREEN_POINTS = 2000  # per series on screen; longer series are downsampled in the database
+MAX_TABLE_RUNS = 5000
+
+
+def _round(v: float | None, digits: int = 4) -> float | None:
+    if v is None:
+        return None
+    return float(f"{v:.{digits}g}")
+
+
+def projects(store: Any) -> list[str]:
+    if hasattr(store, "list_projects"):
+        return [p["name"] for p in store.list_projects()]
+    runs, _ = store.list_runs(RunQuery(limit=MAX_TABLE_RUNS))
+    return sorted({r["project"] for r in runs})
+
+
+def open_alert_counts(store: Any, run_ids: list[int]) -> dict[int, int]:
+    if not run_ids or not hasattr(store, "open_alert_counts"):
+        return {}
+    return store.open_alert_counts(run_ids)
+
+
+def _config_value(v: Any) -> Any:
+    if isinstance(v, (int, float, str)) or v is None:
+        return v
+    return str(v)
+
+
+def _no_fit(fit: dict[str, Any]) -> str:
+    n = fit.get("n_points")
+    return f"no fit yet ({n} points)" if n is not None else "no fit yet"
+
+
+def run_row(run: dict[str, Any], alerts: int | None) -> dict[str, Any]:
+    """One row of the Runs table."""
+    fit = run.get("fit") or {}
+    metric = run.get("fit_metric")
+    row = {
+        "id": run["id"],
+        "run": f"[{run['name']}](/dashboard/run/{run['id']})",
+        "name": run["name"],
+        "status": run["status"],
+        "tags": ", ".join(run.get("tags") or []),
+        "metric": metric,
+        "last_compute": _round(run.get("last_compute")),
+        "current": _round((run.get("latest") or {}).get(metric)),
+        "A": a_text(fit) if fit.get("B") is not None else _no_fit(fit),
+        "B": _round(fit.get("B"), 3),
+        "C_mid": _round(fit.get("C_mid"), 4),
+        "predicted": _round(fit.get("predicted_at_target"), 3),
+        "target": _round(run.get("target_compute")),
+        "alerts": alerts,
+        "unit": unit_label(run.get("compute_unit")),
+    }
+    for k, v in (run.get("config") or {}).items():
+        row[f"config.{k}"] = _config_value(v)
+    return row
+
+
+def runs_table(store: Any, project: str | None) -> dict[str, Any]:
+    """Rows of the Runs page for one project (or all), plus the config keys seen."""
+    runs, total = store.list_runs(RunQuery(project=project or None, limit=MAX_TABLE_RUNS))
+    counts = open_alert_counts(store, [r["id"] for r in runs])
+    has_alerts = hasattr(store, "open_alert_counts")
+    rows = [run_row(r, counts.get(r["id"], 0) if has_alerts else None) for r in runs]
+    keys = sorted({k for r in rows for k in r if k.startswith("config.")})
+    return {"rows": rows, "config_keys": keys, "total": total, "shown": len(rows)}
+
+
+def points_dict(page: Any) -> dict[str, Any]:
+    return {
+        "steps": list(page.steps),
+        "compute": list(page.compute),
+        "values": list(page.values),
+        "downsampled": bool(page.downsampled),
+        "total": int(page.total),
+    }
+
+
+def change_token(run: dict[str, Any]) -> list[Any]:
+    """A cheap "has anything changed" key: newest step and fit time of the run."""
+    fit = run.get("fit") or {}
+    return [run.get("last_step"), fit.get("fitted_at"), run.get("status")]
+
+
+def run_detail(store: Any, run_id: int, metric: str | None = None) -> dict[str, Any]:
+    """Everything the Run page shows (raises NotFound)."""
+    run = store.get_run(run_id)
+    fit = latest_or_fresh(store, run_id, metric or None)
+    name = fit["metric"]
+    page = store.get_points(run_id, name, max_points=MAX_SCREEN_POINTS)
+    _, history = store.fit_history(run_id, name, 500)
+    fs = run.get("fit_settings") or {}
+    alerts: list[dict[str, Any]] | None = None
+    if hasattr(store, "list_alerts"):
+        alerts, _ = store.list_alerts(run_id=run_id, limit=50)
+    return {
+        "run": run,
+        "metric": name,
+        "metrics": sorted((run.get("latest") or {}).keys()) or [name],
+        "points": points_dict(page),
+        "fit": fit,
+        "history": history,
+        "alerts": alerts,
+        "warmup": fs.get("warmup"),
+        "fit_until": fs.get("fit_until"),
+        "target": fit.get("target_compute") or run.get("target_compute"),
+        "unit": unit_label(run.get("compute_unit")),
+        "color": run_color(run_id),
+        "token": change_token(run),
+    }
+
+
+def new_points(store: Any, run_id: int, metric: str, after_step: int) -> dict[str, Any]:
+    """Points of a run newer than `after_step` (live updates fetch only these)."""
+    return points_dict(store.get_points(run_id, metric, since_step=after_step + 1))
+
+
+def parse_ids(raw: str | None) -> list[int]:
+    out = []
+    for part in (raw or "").replace(" ", "").split(","):
+        if part.isdigit():
+            out.append(int(part))
+    return list(dict.fromkeys(out))
+
+
+def compare_detail(
+    store: Any, run_ids: list[int], metric: str | None, budget: float | None
+) -> dict[str, Any]:
+    """Runs overlaid (downsampled over one shared compute range) and their comparison."""
+    try:
+        inputs = load_compare_inputs(
+            store, run_ids, metric or None, max_points=MAX_SCREEN_POINTS, shared_range=True
+        )
+    except NotFound as exc:
+        return {"error": str(exc), "items": []}
+    if budget is None:
+        targets = [i.run.get("target_compute") for i in inputs if i.run.get("target_compute")]
+        last = max([i.run.get("last_compute") or 0 for i in inputs] + [0])
+        budget = max(targets) if targets else (last * 4 or None)
+    comparison = compare_inputs(inputs, budget) if len(inputs) >= 1 else None
+    units = {unit_label(i.run.get("compute_unit")) for i in inputs}
+    items = [
+        {
+            "id": i.run["id"],
+            "label": i.label,
+            "name": i.run["name"],
+            "project": i.run["project"],
+            "color": run_color(i.run["id"]),
+            "compute": list(i.points.compute),
+            "values": list(i.points.values),
+            "steps": list(i.points.steps),
+            "sampled": i.points.downsampled,
+            "total": i.points.total,
+            "fit": i.fit,
+        }
+        for i in inputs
+    ]
+    return {
+        "items": items,
+        "comparison": comparison,
+        "budget": budget,
+        "metric": inputs[0].fit["metric"] if inputs else (metric or ""),
+        "unit": units.pop() if len(units) == 1 else "compute",
+        "sampled": any(i["sampled"] for i in items),
+    }
+
+
+def params_rows(detail: dict[str, Any]) -> list[dict[str, Any]]:
+    """The parameter table of the Compare page."""
+    runs = (detail.get("comparison") or {}).get("runs") or {}
+    out = []
+    for it in detail["items"]:
+        fit = it["fit"] or {}
+        ci = fit.get("ci") or {}
+        at = runs.get(it["label"], {})
+        iv = at.get("interval_at_budget")
+
+        def ci_text(key: str, fit: dict[str, Any] = fit, ci: dict[str, Any] = ci) -> str:
+            v, pair = fit.get(key), ci.get(key)
+            if v is None:
+                return "–"
+            if pair and pair[0] is not None and pair[1] is not None:
+                return f"{fmt(v)} [{fmt(pair[0])}, {fmt(pair[1])}]"
+            return fmt(v)
+
+        out.append(
+            {
+                "id": it["id"],
+                "run": f"[{it['label']}](/dashboard/run/{it['id']})",
+                "status": fit.get("status", "–"),
+                "A": a_text(fit),
+                "B": ci_text("B"),
+                "C_mid": ci_text("C_mid"),
+                "at_budget": "–"
+                if at.get("predicted_at_budget") is None
+                else (
+                    f"{at['predicted_at_budget']:.3f}"
+                    + (f" [{iv[0]:.3f}, {iv[1]:.3f}]" if iv else "")
+                ),
+                "points": f"{len(it['compute']):,} of {it['total']:,}"
+                if it["sampled"]
+                else f"{it['total']:,}",
+            }
+        )
+    return out
+
+
+def verdict_lines(comparison: dict[str, Any] | None, unit: str) -> list[dict[str, str]]:
+    """Plain-language verdict per pair: the paper's rule, crossover, winner at the budget."""
+    if not comparison:
+        return []
+    out = []
+    for pair in comparison.get("pairs") or []:
+        a, b = pair["runs"]
+        d = pair["decision"]
+        if d["rule"] == "different_asymptote":
+            rule = f"{d['higher_asymptote']} has the higher ceiling ({d['reason']})"
+        elif d["rule"] == "same_asymptote":
+            who = d.get("more_efficient")
+            rule = (
+                f"same asymptote within {comparison.get('margin', 0.02)}: "
+                + (f"{who} is more efficient (higher B at A = {d['fixed_A']:.3f})" if who else "")
+                + ("" if who else d["reason"])
+            )
+        else:
+            rule = f"undetermined: {d['reason']}"
+        cross = pair.get("crossover")
+        if cross:
+            iv = cross.get("interval")
+            cross_text = (
+                f"{cross['better_before']} leads until ≈ {fmt(cross['compute'])} {unit}"
+                + (f" (95%: {fmt(iv[0])}–{fmt(iv[1])})" if iv else "")
+                + f", then {cross['better_after']} leads"
+            )
+        else:
+            cross_text = "the fitted curves do not cross"
+        win = pair.get("winner_at_budget")
+        if win:
+            prob = win.get("probability")
+            win_text = f"winner at {fmt(comparison.get('budget'))} {unit}: {win['run']}" + (
+                f" (probability {prob:.0%})" if prob is not None else ""
+            )
+        else:
+            win_text = "no winner at the budget (a run has no fit)"
+        out.append(
+            {"pair": f"{a} vs {b}", "rule": rule, "crossover": cross_text, "winner": win_text}
+        )
+    return out
+
+
+def ceiling_rows(store: Any, projects_: list[str], highlight: dict[int, str]) -> list[dict]:
+    """A and B of every fitted run in the given projects (for the ceiling-vs-efficiency plot)."""
+    rows = []
+    for project in projects_:
+        runs, _ = store.list_runs(RunQuery(project=project, limit=MAX_TABLE_RUNS))
+        for r in runs:
+            fit = r.get("fit") or {}
+            ci = (fit.get("ci") or {}).get("A")
+            rows.append(
+                {
+                    "id": r["id"],
+                    "label": highlight.get(r["id"], r["name"]),
+                    "A": fit.get("A"),
+                    "A_ci": ci if ci and None not in ci else None,
+                    "A_lower_bound": fit.get("A_lower_bound"),
+                    "B": fit.get("B"),
+                    "color": run_color(r["id"]),
+                    "highlight": r["id"] in highlight,
+                }
+            )
+    return rows
+
+
+def alerts_table(
+    store: Any, project: str | None = None, state: str | None = None
+) -> dict[str, Any]:
+    if not hasattr(store, "list_alerts"):
+        return {"available": False, "rows": [], "total": 0}
+    alerts, total = store.list_alerts(project=project or None, state=state or None, limit=500)
+    rows = [
+        {
+            "id": a["id"],
+            "run": f"[{a.get('run_name') or a.get('run_id')}](/dashboard/run/{a.get('run_id')})",
+            "project": a.get("project"),
+            "kind": a.get("kind"),
+            "state": a.get("state"),
+            "message": a.get("message"),
+            "created_at": (a.get("created_at") or "")[:19].replace("T", " "),
+            "acknowledged_at": (a.get("acknowledged_at") or "")[:19].replace("T", " "),
+        }
+        for a in alerts
+    ]
+    return {"available": True, "rows": rows, "total": total}
+
+
+def deliveries(store: Any, alert_id: int) -> list[dict[str, Any]]:
+    """One row per webhook attempt (a delivery not yet attempted shows as one row)."""
+    if not hasattr(store, "alert_deliveries"):
+        return []
+    try:
+        found = store.alert_deliveries(alert_id)
+    except NotFound:
+        return []
+    rows = []
+    for d in found:
+        base = {"event": d.get("event"), "url": d.get("url"), "state": d.get("state")}
+        log = d.get("attempt_log") or [{}]
+        for a in log:
+            rows.append(
+                {
+                    **base,
+                    "attempt": a.get("attempt"),
+                    "at": (a.get("at") or d.get("created_at") or "")[:19].replace("T", " "),
+                    "status_code": a.get("status_code"),
+                    "ok": {True: "yes", False: "no"}.get(a.get("ok"), ""),
+                    "error": a.get("error") or ("" if a else d.get("last_error") or ""),
+                    "duration_ms": a.get("duration_ms"),
+                }
+            )
+    return rows

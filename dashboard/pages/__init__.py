@@ -1,0 +1,1 @@
+"""One module per dashboard page: PATH (or PATH_TEMPLATE), TITLE, layout(), register_callbacks()."""

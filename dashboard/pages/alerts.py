@@ -1,0 +1,157 @@
+"""Alerts: open and acknowledged alerts, acknowledge (write scope), delivery attempts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dash import Dash, Input, Output, State, dcc, html
+from dash.exceptions import PreventUpdate
+
+from dashboard import data
+from dashboard.components import column, empty_state, table
+
+PATH = "/alerts"
+TITLE = "Alerts"
+STATES = [
+    {"label": "open and acknowledged", "value": "active"},
+    {"label": "open", "value": "open"},
+    {"label": "acknowledged", "value": "acknowledged"},
+    {"label": "resolved", "value": "resolved"},
+    {"label": "all", "value": "all"},
+]
+COLUMNS = [
+    column("state", "state"),
+    column("run", "run", presentation="markdown"),
+    column("project", "project"),
+    column("kind", "kind"),
+    column("message", "message"),
+    column("raised", "created_at"),
+    column("acknowledged", "acknowledged_at"),
+]
+DELIVERY_KEYS = (
+    "event", "state", "attempt", "at", "status_code", "ok", "error", "duration_ms", "url",
+)  # fmt: skip
+
+
+def layout(state: str | None = None, **_: Any) -> html.Div:
+    return html.Div(
+        [
+            html.Div(
+                className="toolbar",
+                children=[
+                    html.H2("Alerts", style={"margin": 0}),
+                    dcc.Dropdown(
+                        id="alerts-state",
+                        options=STATES,
+                        value=state or "active",
+                        clearable=False,
+                        style={"width": 240},
+                    ),
+                    html.Span(id="alerts-count", className="meta"),
+                    html.Span(style={"flex": 1}),
+                    html.Button("Acknowledge", id="alerts-ack", disabled=True),
+                ],
+            ),  # fmt: skip
+            html.Div(id="alerts-msg"),
+            html.Div(id="alerts-empty"),
+            table(
+                "alerts-table",
+                COLUMNS,
+                data=[],
+                row_selectable="single",
+                selected_row_ids=[],
+                sort_action="native",
+                filter_action="native",
+                page_size=20,
+                style_data_conditional=[
+                    {
+                        "if": {"column_id": "state", "filter_query": '{state} = "open"'},
+                        "color": "#c62828",
+                        "fontWeight": 600,
+                    },
+                ],  # fmt: skip
+            ),
+            html.H3("Delivery attempts"),
+            html.Div(id="alerts-deliveries"),
+            dcc.Store(id="alerts-acked", data=0),
+            dcc.Interval(id="alerts-tick", interval=5000),
+        ]
+    )
+
+
+def _rows(store: Any, state: str) -> dict[str, Any]:
+    if state == "active":
+        a = data.alerts_table(store, state="open")
+        b = data.alerts_table(store, state="acknowledged")
+        return {**a, "rows": a["rows"] + b["rows"], "total": a["total"] + b["total"]}
+    return data.alerts_table(store, state=None if state == "all" else state)
+
+
+def register_callbacks(app: Dash, ctx: Any) -> None:
+    @app.callback(
+        Output("alerts-table", "data"),
+        Output("alerts-count", "children"),
+        Output("alerts-empty", "children"),
+        Input("alerts-state", "value"),
+        Input("alerts-tick", "n_intervals"),
+        Input("alerts-acked", "data"),
+    )
+    def refresh(state: str, _tick: int | None, _acked: int) -> tuple:
+        got = _rows(ctx.store, state or "active")
+        if not got["available"]:
+            msg = empty_state("Alerts are not enabled on this server.")
+            return [], "", msg
+        empty = empty_state("No alerts here. Quiet is good.") if not got["rows"] else None
+        return got["rows"], f"{got['total']:,} alerts", empty
+
+    @app.callback(
+        Output("alerts-ack", "disabled"),
+        Output("alerts-deliveries", "children"),
+        Input("alerts-table", "selected_row_ids"),
+        Input("alerts-acked", "data"),
+    )
+    def selected(ids: list[int] | None, _acked: int) -> tuple:
+        if not ids:
+            return True, empty_state("Select an alert to see its webhook deliveries.")
+        rows = data.deliveries(ctx.store, ids[0])
+        if not rows:
+            return False, empty_state("No delivery attempts for this alert.")
+        keys = [k for k in DELIVERY_KEYS if any(k in r for r in rows)] or sorted(rows[0])
+        return False, table(
+            "alerts-deliveries-table", [column(k, k) for k in keys], data=rows, page_size=10
+        )
+
+    @app.callback(
+        Output("alerts-msg", "children"),
+        Output("alerts-acked", "data"),
+        Input("alerts-ack", "n_clicks"),
+        State("alerts-table", "selected_row_ids"),
+        State("alerts-acked", "data"),
+        prevent_initial_call=True,
+    )
+    def acknowledge(_n: int, ids: list[int] | None, acked: int) -> tuple:
+        if not ids:
+            raise PreventUpdate
+        if not ctx.can("write"):
+            return (
+                html.Div(
+                    "Acknowledging needs a token with write scope; this session's token is "
+                    "read-only. Sign out and sign in with a write token.",
+                    className="msg-err",
+                    id="alerts-ack-denied",
+                ),
+                acked,
+            )
+        if not hasattr(ctx.store, "ack_alert"):
+            return html.Div("Alerts are not enabled on this server.", className="msg-err"), acked
+        try:
+            alert = ctx.store.ack_alert(ids[0])
+        except LookupError as exc:
+            return html.Div(str(exc), className="msg-err"), acked
+        return (
+            html.Div(
+                f"Alert {alert.get('id', ids[0])} acknowledged.", className="msg-ok",
+                id="alerts-ack-ok",
+            ),
+            (acked or 0) + 1,
+        )  # fmt: skip

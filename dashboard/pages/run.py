@@ -1,0 +1,284 @@
+"""Run: points, fit, extrapolation with band, fit history, residuals, config, alerts.
+
+Live: every tick asks the store for the run's newest step and fit time (one cheap read). If
+only points arrived, just those points are fetched (`since_step`) and appended to the chart
+with `Patch()`; a new fit rebuilds the figures.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from dash import Dash, Input, Output, Patch, State, dcc, html, no_update
+from dash import ctx as dash_ctx
+from dash.exceptions import PreventUpdate
+
+from dashboard import data
+from dashboard.components import column, empty_state, table, to_csv
+from dashboard.figures import (
+    fmt,
+    history_figure,
+    residuals_figure,
+    run_figure,
+)
+from server.fitting import FitResult, predict
+from server.store.base import NotFound
+
+PATH_TEMPLATE = "/run/<run_id>"
+TITLE = "Run"
+TICK_MS = 2000
+REBUILD_AFTER = 2500  # points on screen before a live page re-downsamples from the database
+
+
+def layout(run_id: str | None = None, metric: str | None = None, **_: Any) -> html.Div:
+    rid = int(run_id) if run_id and str(run_id).isdigit() else None
+    if rid is None:
+        return empty_state(f"No run {run_id!r}.")
+    from dashboard.app import GRAPH_CONFIG
+
+    return html.Div(
+        [
+            dcc.Store(id="run-id", data=rid),
+            dcc.Store(id="run-cache"),
+            html.Div(id="run-header"),
+            html.Div(
+                className="toolbar",
+                children=[
+                    html.Label("metric", htmlFor="run-metric"),
+                    dcc.Dropdown(
+                        id="run-metric",
+                        value=metric or None,
+                        clearable=False,
+                        style={"width": 240},
+                    ),
+                    html.Span(id="run-note", className="note"),
+                    html.Span(style={"flex": 1}),
+                    html.Button("Download CSV", id="run-csv-btn", className="secondary"),
+                    dcc.Download(id="run-csv"),
+                ],
+            ),  # fmt: skip
+            html.Div(
+                dcc.Graph(id="run-graph", config=GRAPH_CONFIG, style={"height": 480}),
+                className="card",
+            ),
+            html.Div(
+                className="grid2",
+                children=[
+                    html.Div(
+                        dcc.Graph(id="run-history", config=GRAPH_CONFIG, style={"height": 330}),
+                        className="card",
+                    ),
+                    html.Div(
+                        dcc.Graph(id="run-residuals", config=GRAPH_CONFIG, style={"height": 330}),
+                        className="card",
+                    ),
+                ],
+            ),
+            html.Div(
+                className="grid2",
+                children=[
+                    html.Div([html.H3("Config"), html.Pre(id="run-config", className="config")]),
+                    html.Div([html.H3("Alerts"), html.Div(id="run-alerts")]),
+                ],
+            ),
+            dcc.Interval(id="run-tick", interval=TICK_MS),
+        ]
+    )
+
+
+def _header(d: dict[str, Any]) -> html.Div:
+    run = d["run"]
+    tags = ", ".join(run.get("tags") or [])
+    pts = d["points"]
+    bits = [
+        f"project {run['project']}",
+        f"status {run['status']}",
+        f"{pts['total']:,} points of {d['metric']}",
+        f"last compute {fmt(run.get('last_compute'))} {d['unit']}",
+    ]
+    if d.get("target"):
+        bits.append(f"target {fmt(d['target'])} {d['unit']}")
+    if tags:
+        bits.append(f"tags {tags}")
+    return html.Div(
+        [
+            html.H2(
+                [
+                    html.Span("●", style={"color": d["color"], "marginRight": 8}),
+                    run["name"],
+                ],
+                id="run-title",
+            ),
+            html.Div(" · ".join(bits), className="meta"),
+        ]
+    )
+
+
+def _note(d: dict[str, Any], shown: int) -> str:
+    pts = d["points"]
+    if pts["downsampled"]:
+        return (
+            f"showing {shown:,} of {pts['total']:,} points (downsampled in the database: each "
+            "bucket keeps its first, last, lowest and highest point)"
+        )
+    return ""
+
+
+def _alerts(d: dict[str, Any]) -> Any:
+    if d["alerts"] is None:
+        return empty_state("Alerts are not enabled on this server.")
+    if not d["alerts"]:
+        return empty_state("No alerts for this run.")
+    rows = [
+        {
+            "state": a.get("state"),
+            "kind": a.get("kind"),
+            "message": a.get("message"),
+            "created_at": (a.get("created_at") or "")[:19].replace("T", " "),
+        }
+        for a in d["alerts"]
+    ]
+    cols = [column(n, n) for n in ("state", "kind", "message", "created_at")]
+    return table("run-alerts-table", cols, data=rows, page_size=10)
+
+
+def _figures(d: dict[str, Any]) -> tuple:
+    common = {"color": d["color"], "unit": d["unit"]}
+    main = run_figure(
+        d["points"],
+        d["fit"],
+        metric=d["metric"],
+        title=f"{d['run']['name']}: {d['metric']}",
+        warmup=d["warmup"],
+        fit_until=d["fit_until"],
+        target=d["target"],
+        **common,
+    )
+    main.update_layout(uirevision=f"{d['run']['id']}:{d['metric']}")
+    hist = history_figure(d["history"], **common)
+    resid = residuals_figure(
+        d["points"], d["fit"], warmup=d["warmup"], fit_until=d["fit_until"], **common
+    )
+    return main, hist, resid
+
+
+def register_callbacks(app: Dash, ctx: Any) -> None:
+    @app.callback(
+        Output("run-graph", "figure"),
+        Output("run-history", "figure"),
+        Output("run-residuals", "figure"),
+        Output("run-header", "children"),
+        Output("run-config", "children"),
+        Output("run-alerts", "children"),
+        Output("run-note", "children"),
+        Output("run-metric", "options"),
+        Output("run-cache", "data"),
+        Input("run-metric", "value"),
+        Input("run-tick", "n_intervals"),
+        State("run-id", "data"),
+        State("run-cache", "data"),
+    )
+    def render(metric: str | None, _tick: int | None, run_id: int, cache: dict | None) -> tuple:
+        store = ctx.store
+        if dash_ctx.triggered_id == "run-metric" and cache and metric == cache["metric"]:
+            raise PreventUpdate  # the dropdown was only synced to what is already shown
+        live = dash_ctx.triggered_id == "run-tick" and cache is not None
+        if live and (metric or cache["metric"]) == cache["metric"]:
+            try:
+                run = store.get_run(run_id)
+            except NotFound:
+                raise PreventUpdate from None
+            token = data.change_token(run)
+            if token == cache["token"]:
+                raise PreventUpdate  # nothing new: one small query, nothing sent
+            if token[1:] == cache["token"][1:] and 0 < cache["shown"] < REBUILD_AFTER:
+                new = data.new_points(store, run_id, cache["metric"], cache["last_step"])
+                if not new["steps"]:
+                    return (*(no_update,) * 8, {**cache, "token": token})
+                return _append(new, cache, token)
+        try:
+            d = data.run_detail(store, run_id, metric)
+        except NotFound:
+            msg = empty_state(f"Run {run_id} does not exist (deleted?).")
+            return (no_update,) * 3 + (msg,) + (no_update,) * 5
+        main, hist, resid = _figures(d)
+        steps = d["points"]["steps"]
+        cache = {
+            "metric": d["metric"],
+            "token": d["token"],
+            "last_step": steps[-1] if steps else -1,
+            "shown": len(steps),
+            "fit_until": d["fit_until"],
+        }
+        options = [{"label": m, "value": m} for m in d["metrics"]]
+        config = json.dumps(d["run"].get("config") or {}, indent=2, sort_keys=True)
+        return (
+            main,
+            hist,
+            resid,
+            _header(d),
+            config,
+            _alerts(d),
+            _note(d, len(steps)),
+            options,
+            cache,
+        )
+
+    @app.callback(
+        Output("run-metric", "value"),
+        Input("run-cache", "data"),
+        State("run-metric", "value"),
+    )
+    def sync_metric(cache: dict | None, current: str | None) -> Any:
+        if not cache or cache["metric"] == current:
+            raise PreventUpdate
+        return cache["metric"]
+
+    @app.callback(
+        Output("run-csv", "data"),
+        Input("run-csv-btn", "n_clicks"),
+        State("run-id", "data"),
+        State("run-cache", "data"),
+        prevent_initial_call=True,
+    )
+    def download(_n: int, run_id: int, cache: dict | None) -> dict:
+        d = data.run_detail(ctx.store, run_id, (cache or {}).get("metric"))
+        pts = d["points"]
+        res = FitResult.from_dict(d["fit"])
+        fitted = predict(res, pts["compute"]) if res.params else [None] * len(pts["compute"])
+        rows = (
+            (s, c, v, None if f is None or f != f else round(float(f), 6))
+            for s, c, v, f in zip(pts["steps"], pts["compute"], pts["values"], fitted, strict=True)
+        )
+        comment = f"run {d['run']['name']} ({run_id}), compute in {d['unit']}" + (
+            f"; downsampled: {len(pts['steps'])} of {pts['total']} points"
+            if pts["downsampled"]
+            else ""
+        )
+        text = to_csv(["step", "compute", d["metric"], "fit"], rows, comment)
+        return {"content": text, "filename": f"run-{run_id}-{d['metric']}.csv", "type": "text/csv"}
+
+
+def _append(new: dict[str, Any], cache: dict[str, Any], token: list) -> tuple:
+    """Extend the points (or held-out) trace with only the new points."""
+    fig = Patch()
+    until = cache.get("fit_until")
+    inside = [(c, v) for c, v in zip(new["compute"], new["values"], strict=True) if c > 0]
+    held = [(c, v) for c, v in inside if until and c > until]
+    inside = [(c, v) for c, v in inside if not (until and c > until)]
+    if inside:
+        fig["data"][0]["x"].extend([c for c, _ in inside])
+        fig["data"][0]["y"].extend([v for _, v in inside])
+    if held:
+        fig["data"][1]["x"].extend([c for c, _ in held])
+        fig["data"][1]["y"].extend([v for _, v in held])
+        fig["data"][1]["visible"] = True
+        fig["data"][1]["showlegend"] = True
+    cache = {
+        **cache,
+        "token": token,
+        "last_step": new["steps"][-1],
+        "shown": cache["shown"] + len(new["steps"]),
+    }
+    return (fig, *(no_update,) * 7, cache)

@@ -1,0 +1,79 @@
+"""Fixtures for dashboard tests: a seeded live server and headless Chromium (Playwright)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.dashboard.seed import seed, wait_for_fits
+from tests.support.live_server import LiveServer
+
+CHROMIUM = "/usr/bin/chromium"
+CHROME_ARGS = [
+    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--disable-quic", "--no-first-run",
+]  # fmt: skip
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+
+def _require_chromium() -> None:
+    if Path(CHROMIUM).exists():
+        return
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"{CHROMIUM} is missing and CI=true: browser tests must run in CI")
+    pytest.skip(f"{CHROMIUM} not installed (apt-get install chromium); browser tests skipped")
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator:
+    _require_chromium()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROME_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser) -> Iterator:  # noqa: ANN001
+    context = browser.new_context(viewport={"width": 1360, "height": 900}, accept_downloads=True)
+    pg = context.new_page()
+    pg.set_default_timeout(20_000)
+    errors: list[str] = []
+    pg.on("pageerror", lambda exc: errors.append(str(exc)))
+    pg.js_errors = errors  # type: ignore[attr-defined]
+    yield pg
+    context.close()
+
+
+def _sqlite_url(tmp: Path) -> str:
+    from sqlalchemy import create_engine
+
+    from server.db.migrate import upgrade
+
+    url = f"sqlite:///{tmp / 'scalewatch.db'}"
+    engine = create_engine(url)
+    upgrade(engine)
+    engine.dispose()
+    return url
+
+
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveServer, dict]]:
+    """A real server (uvicorn subprocess, SQLite, auth off) with five runs, fitted."""
+    _require_chromium()
+    tmp = tmp_path_factory.mktemp("dash")
+    server = LiveServer(_sqlite_url(tmp), home=tmp / "home")
+    server.start()
+    try:
+        with server.client() as client:
+            ids = seed(client)
+            wait_for_fits(client, [i for n, i in ids.items() if n != "just-started"])
+        yield server, ids
+    finally:
+        server.stop()

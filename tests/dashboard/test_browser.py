@@ -1,0 +1,213 @@
+"""The dashboard in real headless Chromium against a real server (Playwright, sync API)."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import httpx
+import pytest
+
+from tests.dashboard.conftest import DOCS
+from tests.dashboard.seed import LARGE_BUDGET, SMALL_BUDGET, post_points
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
+
+GRAPH_TRACES = "#{} .scatterlayer .trace, #{} .glscatterlayer, #{} .gl-container canvas"
+
+
+def traces(page, graph_id: str) -> int:  # noqa: ANN001
+    return page.locator(f"#{graph_id} .scatterlayer .trace").count()
+
+
+def wait_graph(page, graph_id: str, min_traces: int = 1) -> None:  # noqa: ANN001
+    page.wait_for_function(
+        """([id, n]) => {
+            const g = document.getElementById(id);
+            const gd = g && g.querySelector('.js-plotly-plot');
+            return gd && gd.data && gd.data.length >= n;
+        }""",
+        arg=[graph_id, min_traces],
+    )
+
+
+def graph_data(page, graph_id: str) -> list[dict]:  # noqa: ANN001
+    return page.evaluate(
+        """(id) => Array.from(document.querySelector('#' + id + ' .js-plotly-plot').data)
+            .map(t => ({name: t.name, meta: t.meta, n: t.x ? t.x.length : 0,
+                        dash: t.line ? t.line.dash : null}))""",
+        graph_id,
+    )
+
+
+def test_runs_page_lists_runs_and_opens_one(seeded, page) -> None:  # noqa: ANN001
+    server, ids = seeded
+    page.goto(server.url + "/")  # redirects to /dashboard/
+    assert page.url.endswith("/dashboard/")
+    page.wait_for_selector("#runs-table td[data-dash-column='run'] a")
+    body = page.locator("#runs-table").inner_text()
+    for name in ids:
+        assert name in body
+    assert "no fit yet" in body  # the 3-point run
+    assert "GPU-hours" in page.locator("#runs-table").inner_text()
+    page.screenshot(path=str(DOCS / "runs.png"), full_page=True)
+    page.get_by_role("link", name="scalerl-heldout").click()
+    page.wait_for_url(re.compile(rf"/dashboard/run/{ids['scalerl-heldout']}$"))
+    wait_graph(page, "run-graph", 4)
+    assert page.js_errors == []
+
+
+def test_run_page_plots_fit_extrapolation_band_and_heldout(seeded, page) -> None:  # noqa: ANN001
+    server, ids = seeded
+    page.goto(f"{server.url}/dashboard/run/{ids['scalerl-heldout']}")
+    wait_graph(page, "run-graph", 5)
+    data = graph_data(page, "run-graph")
+    metas = [t["meta"] for t in data]
+    assert {"points", "heldout", "fit", "extrapolation", "band"} <= set(metas)
+    assert data[metas.index("fit")]["dash"] == "solid"
+    assert data[metas.index("extrapolation")]["dash"] == "dash"
+    assert data[metas.index("heldout")]["n"] > 0
+    assert traces(page, "run-graph") >= 5
+    # warm-up shading is a layout shape
+    assert page.locator("#run-graph .shapelayer path").count() >= 1
+    assert "warm-up" in page.locator("#run-graph").inner_text()
+    wait_graph(page, "run-history", 1)
+    wait_graph(page, "run-residuals", 1)
+    assert "GPU-hours" in page.locator("#run-graph").inner_text()
+    page.screenshot(path=str(DOCS / "run.png"), full_page=True)
+    assert page.js_errors == []
+
+
+def test_unfitted_run_says_why(seeded, page) -> None:  # noqa: ANN001
+    server, ids = seeded
+    page.goto(f"{server.url}/dashboard/run/{ids['just-started']}")
+    wait_graph(page, "run-graph", 1)
+    text = page.locator("#run-graph").inner_text()
+    assert "no fit yet" in text and "need" in text
+
+
+def test_select_two_runs_compare_and_budget_flips_winner(seeded, page) -> None:  # noqa: ANN001
+    server, ids = seeded
+    fast, slow = ids["fast-lowceiling"], ids["slow-highceiling"]
+    page.goto(server.url + "/dashboard/")
+    page.wait_for_selector("#runs-table td[data-dash-column='run'] a")
+    for name in ("fast-lowceiling", "slow-highceiling"):
+        row = page.locator("#runs-table tr", has=page.get_by_role("link", name=name))
+        row.locator("input[type=checkbox]").check()
+    page.locator("#runs-compare-btn").get_by_text("Compare 2 runs").wait_for()
+    page.locator("#runs-compare-btn").click()
+    page.wait_for_url(re.compile(r"/dashboard/compare\?runs="))
+    assert sorted(map(int, re.search(r"runs=([\d,]+)", page.url).group(1).split(","))) == sorted(
+        [fast, slow]
+    )
+    wait_graph(page, "cmp-graph", 6)
+    metas = [t["meta"] for t in graph_data(page, "cmp-graph")]
+    assert metas.count("fit") == 2 and metas.count("extrapolation") == 2
+    budget = page.locator("#cmp-budget")
+    budget.fill(str(int(SMALL_BUDGET)))
+    budget.press("Enter")
+    verdict = page.locator("#cmp-verdict")
+    page.wait_for_function(
+        "(b) => new URL(location.href).searchParams.get('budget') === b", arg=str(int(SMALL_BUDGET))
+    )
+    verdict.get_by_text(re.compile(r"winner at 3,000 .*: fast-lowceiling")).wait_for()
+    budget.fill(str(int(LARGE_BUDGET)))
+    budget.press("Enter")
+    verdict.get_by_text(re.compile(r"winner at 200,000 .*: slow-highceiling")).wait_for()
+    assert "budget=200000" in page.url
+    assert "leads until" in verdict.inner_text()  # the crossover
+    wait_graph(page, "cmp-scatter", 1)
+    page.screenshot(path=str(DOCS / "compare.png"), full_page=True)
+    # the shared link restores the state
+    page.goto(page.url)
+    page.locator("#cmp-verdict").get_by_text(re.compile("slow-highceiling")).first.wait_for()
+    assert page.locator("#cmp-budget").input_value() == str(int(LARGE_BUDGET))
+    assert page.js_errors == []
+
+
+def test_point_posted_during_test_appears_live(seeded, page) -> None:  # noqa: ANN001
+    server, ids = seeded
+    rid = ids["scout-long"]
+    page.goto(f"{server.url}/dashboard/run/{rid}")
+    wait_graph(page, "run-graph", 4)
+    before = graph_data(page, "run-graph")[0]["n"]
+    requests: list[str] = []
+    page.on("request", lambda r: requests.append(r.url) if "_dash-update" in r.url else None)
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        post_points(client, rid, [12500.0], [0.66], start=10_000)
+    t0 = time.monotonic()
+    page.wait_for_function(
+        """(n) => document.querySelector('#run-graph .js-plotly-plot').data[0].x.length > n""",
+        arg=before,
+        timeout=5_000,
+    )
+    assert time.monotonic() - t0 < 5.0
+    assert graph_data(page, "run-graph")[0]["n"] == before + 1
+    assert page.url.endswith(f"/run/{rid}")  # no reload
+
+
+def test_alerts_page_lists_deliveries_and_acknowledges(seeded, page) -> None:  # noqa: ANN001
+    server, _ = seeded
+    page.goto(server.url + "/dashboard/alerts")
+    row = page.locator("#alerts-table tr", has_text="fast-lowceiling").first
+    row.wait_for(timeout=30_000)
+    assert "open" in row.inner_text()
+    row.locator("input[type=radio]").check()
+    page.locator("#alerts-deliveries-table").wait_for(timeout=30_000)
+    assert "127.0.0.1:9" in page.locator("#alerts-deliveries").inner_text()
+    page.screenshot(path=str(DOCS / "alerts.png"), full_page=True)
+    page.locator("#alerts-ack").click()
+    page.locator("#alerts-ack-ok").wait_for()
+    page.locator("#alerts-table tr", has_text="acknowledged").first.wait_for()
+    assert page.js_errors == []
+
+
+def test_auth_login_and_write_scope_for_ack(tmp_path, browser) -> None:  # noqa: ANN001
+    """Auth on: /dashboard/ needs a token cookie; /login sets it; ack needs write scope."""
+    from tests.dashboard.conftest import _sqlite_url
+    from tests.dashboard.seed import CROSSING, create_run, series
+    from tests.support.live_server import LiveServer
+
+    server = LiveServer(_sqlite_url(tmp_path), auth=True, home=tmp_path / "home")
+    server.start()
+    try:
+        read_token = server.make_token("read")
+        with server.client() as client:
+            client.post(
+                "/api/v1/alert-rules",
+                json={"project": "p", "kind": "asymptote_below", "params": {"threshold": 0.6}},
+            ).raise_for_status()
+            rid = create_run(client, "p", "fast-lowceiling", target_compute=20000)
+            c, y = series(CROSSING["fast-lowceiling"])
+            post_points(client, rid, c, y)
+            deadline = time.monotonic() + 60
+            while not client.get("/api/v1/alerts").json().get("alerts"):
+                assert time.monotonic() < deadline, "no alert raised"
+                time.sleep(0.3)
+        # without a token: the API says 401, the dashboard sends the browser to /login
+        r = httpx.get(server.url + "/dashboard/_dash-layout")
+        assert r.status_code == 401
+        context = browser.new_context(viewport={"width": 1200, "height": 800})
+        page = context.new_page()
+        page.set_default_timeout(20_000)
+        page.goto(server.url + "/dashboard/alerts")
+        page.wait_for_url(re.compile(r"/login\?next=/dashboard/alerts"))
+        page.fill("#token", "not-a-token")
+        page.click("#login-submit")
+        page.locator("#login-error").wait_for()
+        page.fill("#token", read_token)
+        page.click("#login-submit")
+        page.wait_for_url(re.compile(r"/dashboard/alerts$"))
+        cookie = next(c for c in context.cookies() if c["name"] == "scalewatch_token")
+        assert cookie["httpOnly"] and cookie["sameSite"] == "Lax"
+        row = page.locator("#alerts-table tr", has_text="fast-lowceiling").first
+        row.wait_for()
+        row.locator("input[type=radio]").check()
+        page.locator("#alerts-ack").click()
+        page.locator("#alerts-ack-denied").wait_for()
+        assert "write scope" in page.locator("#alerts-ack-denied").inner_text()
+        page.goto(server.url + "/dashboard/")
+        page.wait_for_selector("#runs-table td[data-dash-column='run'] a")
+        context.close()
+    finally:
+        server.stop()
