@@ -51,11 +51,11 @@ def layout(
                     html.Label("budget", htmlFor="cmp-budget"),
                     dcc.Input(
                         id="cmp-budget",
-                        type="number",
-                        min=0,
+                        type="text",
+                        inputMode="decimal",
                         debounce=True,
                         value=_float(budget),
-                        style={"width": 130},
+                        style={"width": 130, "padding": "6px 8px"},
                         placeholder="compute",
                     ),
                     html.Span(id="cmp-unit", className="meta"),
@@ -147,6 +147,9 @@ def register_callbacks(app: Dash, ctx: Any) -> None:
             if now == token:
                 raise PreventUpdate
         detail = data.compare_detail(store, ids, metric, _float(str(budget)) if budget else None)
+        budget_shown = detail["budget"]
+        if budget_shown is not None and float(budget_shown).is_integer():
+            budget_shown = int(budget_shown)
         if detail.get("error"):
             msg = empty_state(detail["error"])
             return (compare_figure([], unit="", metric=""), msg, [], "", None, "", budget, token)
@@ -178,7 +181,7 @@ def register_callbacks(app: Dash, ctx: Any) -> None:
             note,
             chips,
             unit,
-            detail["budget"],
+            budget_shown,
             tokens,
         )
 

@@ -1,0 +1,137 @@
+"""Figure builders without a browser: data in, plotly figure out."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dashboard import figures as F
+from server.fitting import FitOptions, fit_curve
+from tests.dashboard.seed import CROSSING, series
+
+
+def _fit(c, y, **opts) -> dict:  # noqa: ANN001
+    res = fit_curve(np.asarray(c), np.asarray(y), FitOptions(**opts))
+    return {**res.to_dict(internal=True), "metric": "val_pass_rate", "message": res.message}
+
+
+def _metas(fig) -> list:  # noqa: ANN001
+    return [t.meta for t in fig.data]
+
+
+def test_run_figure_has_points_fit_extrapolation_band_warmup_and_heldout() -> None:
+    c, y = series({"A": 0.61, "B": 1.92, "C_mid": 2542.0}, n=100, c_max=10000.0)
+    fit = _fit(c, y, warmup=800.0, fit_until=6000.0, target_compute=16000.0)
+    pts = {"compute": list(c), "values": list(y)}
+    fig = F.run_figure(
+        pts, fit, color="#4e79a7", unit="GPU-hours", metric="val_pass_rate",
+        warmup=800.0, fit_until=6000.0, target=16000.0,
+    )  # fmt: skip
+    metas = _metas(fig)
+    assert metas[:2] == ["points", "heldout"]  # fixed order: live updates extend by index
+    assert {"fit", "extrapolation", "band"} <= set(metas)
+    fit_tr = fig.data[metas.index("fit")]
+    ext_tr = fig.data[metas.index("extrapolation")]
+    assert fit_tr.line.dash == "solid" and ext_tr.line.dash == "dash"
+    assert max(fit_tr.x) <= 6000.0 * 1.001 and max(ext_tr.x) >= 16000.0 * 0.999
+    held = fig.data[1]
+    assert held.marker.symbol == "x-thin" and min(held.x) > 6000.0
+    assert len(fig.data[0].x) + len(held.x) == 100
+    assert fig.layout.xaxis.type == "log"
+    assert "GPU-hours" in fig.layout.xaxis.title.text
+    rects = [s for s in fig.layout.shapes if s.type == "rect"]
+    assert rects and rects[0].x1 == 800.0  # warm-up shaded
+    texts = " ".join(a.text for a in fig.layout.annotations)
+    assert "warm-up" in texts and "target" in texts
+
+
+def test_unidentified_fit_shows_lower_bound() -> None:
+    fit = {
+        "status": "unidentified", "A": None, "A_lower_bound": 0.606, "B": 1.6, "C_mid": 5000.0,
+        "R0": 0.3, "ci": None, "fit_range": [100.0, 8000.0], "n_points": 80,
+        "target_compute": 20000.0, "predicted_at_target": 0.64,
+        "internal": {"a_fit": 0.68},
+    }  # fmt: skip
+    assert F.a_text(fit) == "≥ 0.606"
+    c, y = series(CROSSING["slow-highceiling"])
+    fig = F.run_figure(
+        {"compute": list(c), "values": list(y)}, fit, color="#000000", unit="GPU-hours",
+        metric="m",
+    )  # fmt: skip
+    texts = " ".join(a.text for a in fig.layout.annotations)
+    assert "A ≥ 0.606" in texts and "not identified" in texts
+    assert "fit" in _metas(fig)
+
+
+def test_empty_states() -> None:
+    fig = F.run_figure({"compute": [], "values": []}, None, color="#000", unit="u", metric="m")
+    assert "no points yet" in fig.layout.annotations[0].text
+    fit = _fit([100.0, 200.0, 300.0], [0.3, 0.31, 0.32])
+    fig = F.run_figure(
+        {"compute": [100.0, 200.0, 300.0], "values": [0.3, 0.31, 0.32]}, fit, color="#000",
+        unit="GPU-hours", metric="m",
+    )  # fmt: skip
+    text = " ".join(a.text for a in fig.layout.annotations)
+    assert text.startswith("no fit yet:") and "need" in text
+    assert _metas(fig) == ["points", "heldout"]
+    assert "no fits yet" in F.history_figure([], color="#000", unit="u").layout.annotations[0].text
+    assert "select runs" in F.compare_figure([], unit="u", metric="m").layout.annotations[0].text
+    assert "no fitted" in F.ceiling_figure([]).layout.annotations[0].text
+
+
+def test_compare_figure_overlays_runs_to_the_budget() -> None:
+    items = []
+    for k, (name, params) in enumerate(CROSSING.items()):
+        c, y = series(params, seed=k)
+        items.append(
+            {"id": k + 1, "label": name, "color": F.run_color(k + 1), "compute": list(c),
+             "values": list(y), "fit": _fit(c, y)}
+        )  # fmt: skip
+    fig = F.compare_figure(items, unit="GPU-hours", metric="m", budget=200000.0, sampled=True)
+    metas = _metas(fig)
+    assert metas.count("points") == 2 and metas.count("fit") == 2
+    assert metas.count("extrapolation") == 2 and metas.count("band") == 2
+    ext = [t for t in fig.data if t.meta == "extrapolation"]
+    assert all(max(t.x) >= 200000.0 * 0.999 for t in ext)
+    texts = " ".join(a.text for a in fig.layout.annotations)
+    assert "budget 200,000" in texts and "downsampled" in texts
+    # each run keeps its colour in every trace
+    for it in items:
+        colors = {t.line.color for t in fig.data if t.legendgroup == f"run{it['id']}" and t.line}
+        assert it["color"] in colors
+
+
+def test_history_residuals_and_ceiling() -> None:
+    hist = [
+        {"max_compute": 2000.0, "A": None, "A_ci": None, "A_lower_bound": 0.5},
+        {"max_compute": 4000.0, "A": 0.6, "A_ci": [0.58, 0.63], "A_lower_bound": None},
+        {"max_compute": 8000.0, "A": 0.61, "A_ci": [0.6, 0.62], "A_lower_bound": None},
+    ]
+    fig = F.history_figure(hist, color="#123456", unit="GPU-hours")
+    assert set(_metas(fig)) == {"A", "A_lower_bound"}
+    a = fig.data[_metas(fig).index("A")]
+    assert list(a.error_y.array) == [0.63 - 0.6, 0.62 - 0.61] or np.allclose(
+        a.error_y.array, [0.03, 0.01]
+    )
+    c, y = series({"A": 0.61, "B": 1.92, "C_mid": 2542.0})
+    fig = F.residuals_figure(
+        {"compute": list(c), "values": list(y)}, _fit(c, y, fit_until=6000.0),
+        color="#000", unit="GPU-hours", fit_until=6000.0,
+    )  # fmt: skip
+    assert _metas(fig) == ["residuals", "heldout"]
+    rows = [
+        {"id": 1, "label": "a", "A": 0.6, "A_ci": [0.58, 0.62], "B": 2.0, "color": "#f00",
+         "highlight": True},
+        {"id": 2, "label": "b", "A": None, "A_lower_bound": 0.55, "B": 1.5, "color": "#0f0",
+         "highlight": True},
+        {"id": 3, "label": "c", "A": 0.7, "B": 1.2, "color": "#00f", "highlight": False},
+    ]  # fmt: skip
+    fig = F.ceiling_figure(rows)
+    assert _metas(fig) == ["others", "run", "run"]
+    assert fig.data[2].marker.symbol == "triangle-up" and "A ≥" in fig.data[2].name
+
+
+def test_colours_are_stable_and_distinct_for_neighbours() -> None:
+    assert F.run_color(7) == F.run_color(7)
+    assert len({F.run_color(i) for i in range(1, 11)}) == 10
+    assert F.unit_label("gpu_hours") == "GPU-hours"
+    assert F.log_ticks(100, 10000)[:3] == [100, 200, 500]
