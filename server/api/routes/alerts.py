@@ -23,7 +23,15 @@ MAX_URL = 2000
 MAX_SECRET = 500
 
 
+def _no_nul(v: str | None) -> str | None:
+    # PostgreSQL text cannot hold NUL: a clear 422 instead of a failed INSERT.
+    if v is not None and "\x00" in v:
+        raise ValueError("must not contain NUL characters")
+    return v
+
+
 def _check_url(v: str | None) -> str | None:
+    _no_nul(v)
     if v is not None and not v.lower().startswith(("http://", "https://")):
         raise ValueError("webhook_url must be an http:// or https:// URL")
     return v
@@ -42,6 +50,7 @@ class RuleCreate(BaseModel):
     enabled: bool = True
 
     _url = field_validator("webhook_url")(_check_url)
+    _nul = field_validator("project", "webhook_secret")(_no_nul)
 
 
 class RulePatch(BaseModel):
@@ -55,10 +64,19 @@ class RulePatch(BaseModel):
     enabled: bool | None = None
 
     _url = field_validator("webhook_url")(_check_url)
+    _nul = field_validator("project", "webhook_secret")(_no_nul)
 
 
 def _invalid(field: str, msg: str) -> HTTPException:
     return HTTPException(422, [{"loc": ["body", field], "msg": msg, "type": "value_error"}])
+
+
+def _query_nul(project: str | None) -> None:
+    if project is not None and "\x00" in project:
+        raise HTTPException(
+            422,
+            [{"loc": ["query", "project"], "msg": "must not contain NUL", "type": "value_error"}],
+        )
 
 
 def _validated(store: Any, project: str, run_id: int | None, kind: str, params: dict) -> dict:
@@ -107,6 +125,7 @@ def list_rules(
     run: Annotated[int | None, Query(ge=1, le=2**31 - 1, description="rules covering run")] = None,
 ) -> dict:
     """Rules (webhook secrets are never returned: see `has_secret`)."""
+    _query_nul(project)
     rules = store.list_alert_rules(project=project, run_id=run)
     return {"rules": rules, "total": len(rules)}
 
@@ -166,6 +185,7 @@ def list_alerts(
     offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
 ) -> dict:
     """Alerts, newest first."""
+    _query_nul(project)
     alerts, total = store.list_alerts(
         project=project, run_id=run, state=state, limit=limit, offset=offset
     )
