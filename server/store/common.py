@@ -28,23 +28,25 @@ def dialect_insert(session: Session):  # noqa: ANN201 - returns a dialect-specif
     return insert
 
 
+SUMMARY_KEYS = (
+    "status",
+    "A",
+    "B",
+    "C_mid",
+    "R0",
+    "ci",
+    "A_lower_bound",
+    "n_points",
+    "target_compute",
+    "predicted_at_target",
+    "predicted_interval",
+    "metric",
+    "fitted_at",
+)
+
+
 def fit_summary(result: dict[str, Any] | None) -> dict[str, Any] | None:
     """The compact fit view carried by run lists (full result comes from /fit)."""
     if not result:
         return None
-    keys = (
-        "status",
-        "A",
-        "B",
-        "C_mid",
-        "R0",
-        "ci",
-        "A_lower_bound",
-        "n_points",
-        "target_compute",
-        "predicted_at_target",
-        "predicted_interval",
-        "metric",
-        "fitted_at",
-    )
-    return {k: result.get(k) for k in keys}
+    return {k: result.get(k) for k in SUMMARY_KEYS}
