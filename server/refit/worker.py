@@ -92,7 +92,7 @@ class Refitter:
         try:
             context = self.store.fit_context(item.run_id)
             metric, previous = self.store.latest_fit(item.run_id, item.metric)
-            compute, values = self.store.series_arrays(item.series_id)
+            requested, compute, values = self.store.series_snapshot(item.series_id)
             options = fit_options_for(context)
             warm = None
             if previous and previous.get("status") != "insufficient_data":
@@ -116,7 +116,7 @@ class Refitter:
             self.store.finish_refit(item.series_id, self.owner, item.requested, None, False)
             return
         fit_id = self.store.finish_refit(
-            item.series_id, self.owner, item.requested, stored, options.intervals
+            item.series_id, self.owner, max(requested, item.requested), stored, options.intervals
         )
         if self.metrics is not None:
             self.metrics.fit_done(True)

@@ -108,6 +108,25 @@ class FitsMixin:
             )
 
     # ---- inputs of a fit -------------------------------------------------------------------
+    def series_snapshot(self, series_id: int) -> tuple[int, list[float], list[float]]:
+        """(refit_requested, compute, values) read from one consistent snapshot.
+
+        Ingest bumps the counter in the same transaction as the points, so a fit of exactly
+        these points may mark the series done up to exactly this counter: no fit is lost and
+        none is repeated for points it has already seen.
+        """
+        with self.sessions() as s:  # type: ignore[attr-defined]
+            if self.dialect == "postgresql":  # type: ignore[attr-defined]
+                s.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+            requested = s.scalar(select(Series.refit_requested).where(Series.id == series_id))
+            rows = s.execute(
+                select(Point.compute, Point.value)
+                .where(Point.series_id == series_id)
+                .order_by(Point.step)
+            ).all()
+            s.rollback()  # read-only: end the snapshot
+        return int(requested or 0), [r[0] for r in rows], [r[1] for r in rows]
+
     def series_arrays(self, series_id: int) -> tuple[list[float], list[float]]:
         with self.session() as s:  # type: ignore[attr-defined]
             rows = s.execute(
