@@ -15,26 +15,24 @@ from server.store.common import dialect_insert
 from server.store.runs_sql import resolve_fit_metric
 
 # Each bucket keeps its first, last, lowest and highest point: collapses and spikes survive
-# downsampling, which averaging would hide. Runs entirely inside the database (window functions
-# exist in SQLite >= 3.25 and PostgreSQL), so a million-point series is never loaded into Python.
-_DOWNSAMPLE_SQL = """
-WITH b AS (
-    SELECT step, compute, value,
-           CAST(({x} - :lo) * :nb / :span AS INTEGER) AS bucket
-    FROM points
-    WHERE series_id = :sid AND step >= :since AND {x} >= :lo AND {x} <= :hi
-), r AS (
-    SELECT step, compute, value,
-           ROW_NUMBER() OVER (PARTITION BY bucket ORDER BY step) AS r_first,
-           ROW_NUMBER() OVER (PARTITION BY bucket ORDER BY step DESC) AS r_last,
-           ROW_NUMBER() OVER (PARTITION BY bucket ORDER BY value, step) AS r_min,
-           ROW_NUMBER() OVER (PARTITION BY bucket ORDER BY value DESC, step) AS r_max
-    FROM b
-)
-SELECT step, compute, value FROM r
-WHERE r_first = 1 OR r_last = 1 OR r_min = 1 OR r_max = 1
-ORDER BY step
+# downsampling, which averaging would hide. Both variants are single hash-aggregate passes over
+# the series inside the database (no sorts, nothing loaded into Python but the chosen points):
+# PostgreSQL picks whole rows with min/max over arrays (compared element by element), SQLite with
+# its documented "bare columns take the row of the min()/max()" rule, one aggregate per query.
+_BUCKET = "CAST(({x} - :lo) * :nb / :span AS INTEGER)"
+_RANGE = "series_id = :sid AND step >= :since AND {x} >= :lo AND {x} <= :hi"
+_PG_DOWNSAMPLE = f"""
+SELECT min(ARRAY[step::float8, compute, value]), max(ARRAY[step::float8, compute, value]),
+       min(ARRAY[value, step::float8, compute]), max(ARRAY[value, step::float8, compute]),
+       count(*)
+FROM points WHERE {_RANGE} GROUP BY {_BUCKET}
 """
+_SQLITE_DOWNSAMPLE = [
+    f"SELECT min(step), compute, value, count(*) FROM points WHERE {_RANGE} GROUP BY {_BUCKET}",
+    f"SELECT max(step), compute, value, 0 FROM points WHERE {_RANGE} GROUP BY {_BUCKET}",
+    f"SELECT step, compute, min(value), 0 FROM points WHERE {_RANGE} GROUP BY {_BUCKET}",
+    f"SELECT step, compute, max(value), 0 FROM points WHERE {_RANGE} GROUP BY {_BUCKET}",
+]
 
 
 _PG_UPSERT = """
@@ -226,49 +224,75 @@ class PointsMixin:
         with self.session() as s:  # type: ignore[attr-defined]
             if s.get(Run, run_id) is None:
                 raise NotFound(f"run {run_id} not found")
-            sid = s.scalar(select(Series.id).where(Series.run_id == run_id, Series.name == metric))
-            if sid is None:
+            found = s.execute(
+                select(Series.id, Series.n_points).where(
+                    Series.run_id == run_id, Series.name == metric
+                )
+            ).first()
+            if found is None:
                 return PointsPage(metric, [], [], [], False, 0)
+            sid, n_points = found
             since = since_step if since_step is not None else 0
             where = and_(Point.series_id == sid, Point.step >= since)
             col = Point.compute if x == "compute" else Point.step
             if x_range is not None:
                 where = and_(where, col >= x_range[0], col <= x_range[1])
-            total = s.scalar(select(func.count()).where(where)) or 0
-            if max_points is None or total <= max_points:
+            # The series summary bounds the count, so a small series (the usual case) needs no
+            # count at all, and a large one gets its exact total from the bucket counts below.
+            if max_points is None or n_points <= max_points:
                 cap = limits.MAX_RAW_POINTS
                 rows = s.execute(
                     select(Point.step, Point.compute, Point.value)
                     .where(where)
                     .order_by(Point.step)
-                    .limit(cap)
+                    .limit(cap + 1)
                 ).all()
                 return PointsPage(
                     metric,
-                    [r[0] for r in rows],
-                    [r[1] for r in rows],
-                    [r[2] for r in rows],
-                    total > cap,
-                    total,
+                    [r[0] for r in rows[:cap]],
+                    [r[1] for r in rows[:cap]],
+                    [r[2] for r in rows[:cap]],
+                    len(rows) > cap,
+                    len(rows[:cap]),
                 )
             if x_range is None:
                 lo, hi = s.execute(select(func.min(col), func.max(col)).where(where)).one()
+                if lo is None:
+                    return PointsPage(metric, [], [], [], False, 0)
             else:
                 lo, hi = x_range
             span = (hi - lo) or 1
-            nb = max(1, max_points // 4)
-            sql = _DOWNSAMPLE_SQL.format(x="compute" if x == "compute" else "step")
-            rows = s.execute(
-                text(sql),
-                {
-                    "sid": sid,
-                    "since": since,
-                    "lo": lo,
-                    "hi": hi,
-                    "nb": nb,
-                    "span": float(span) * (1 + 1e-12) if x == "compute" else span + 1,
-                },
-            ).all()
+            params = {
+                "sid": sid,
+                "since": since,
+                "lo": lo,
+                "hi": hi,
+                "nb": max(1, max_points // 4),
+                "span": float(span) * (1 + 1e-12) if x == "compute" else span + 1,
+            }
+            xcol = "compute" if x == "compute" else "step"
+            chosen: dict[int, tuple[float, float]] = {}
+            total = 0
+            if s.get_bind().dialect.name == "postgresql":
+                for row in s.execute(text(_PG_DOWNSAMPLE.format(x=xcol)), params):
+                    first, last, low, high, count = row
+                    total += count
+                    for st, c, v in (first, last):
+                        chosen[int(st)] = (c, v)
+                    for v, st, c in (low, high):
+                        chosen[int(st)] = (c, v)
+            else:
+                for sql in _SQLITE_DOWNSAMPLE:
+                    for st, c, v, count in s.execute(text(sql.format(x=xcol)), params):
+                        chosen[int(st)] = (c, v)
+                        total += count
+            if total <= max_points:  # the range held few points after all: send them all
+                rows = s.execute(
+                    select(Point.step, Point.compute, Point.value).where(where).order_by(Point.step)
+                ).all()
+                return PointsPage(metric, [r[0] for r in rows], [r[1] for r in rows],
+                                  [r[2] for r in rows], False, len(rows))
+            rows = [(st, *chosen[st]) for st in sorted(chosen)]
             return PointsPage(
                 metric,
                 [r[0] for r in rows],
