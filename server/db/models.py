@@ -142,6 +142,9 @@ class Fit(Base):
     A_hi: Mapped[float | None] = mapped_column(Float, nullable=True)
     has_intervals: Mapped[bool] = mapped_column(Boolean, default=False)
     result: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    # The few keys a run list shows, written with the fit: lists then never parse `result`,
+    # which carries parameter draws and is two orders of magnitude larger.
+    summary: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
 
 class ApiToken(Base):

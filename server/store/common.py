@@ -42,6 +42,7 @@ SUMMARY_KEYS = (
     "predicted_interval",
     "metric",
     "fitted_at",
+    "message",
 )
 
 

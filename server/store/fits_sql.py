@@ -9,7 +9,7 @@ from sqlalchemy import or_, select, update
 
 from server.db.models import Fit, Point, Run, Series, utcnow
 from server.store.base import DirtySeries, NotFound
-from server.store.common import iso
+from server.store.common import fit_summary, iso
 from server.store.runs_sql import resolve_fit_metric
 
 
@@ -85,6 +85,7 @@ class FitsMixin:
                 s.flush()
                 fit_id = fit.id
                 fit.result = {**result, "fit_id": fit_id, "fitted_at": iso(fit.created_at)}
+                fit.summary = fit_summary(fit.result)
             values: dict[str, Any] = {
                 "lease_owner": None,
                 "lease_until": None,

@@ -290,8 +290,14 @@ class PointsMixin:
                 rows = s.execute(
                     select(Point.step, Point.compute, Point.value).where(where).order_by(Point.step)
                 ).all()
-                return PointsPage(metric, [r[0] for r in rows], [r[1] for r in rows],
-                                  [r[2] for r in rows], False, len(rows))
+                return PointsPage(
+                    metric,
+                    [r[0] for r in rows],
+                    [r[1] for r in rows],
+                    [r[2] for r in rows],
+                    False,
+                    len(rows),
+                )
             rows = [(st, *chosen[st]) for st in sorted(chosen)]
             return PointsPage(
                 metric,

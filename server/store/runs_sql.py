@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session, selectinload
 
 from server.db.models import Fit, Project, Run, RunTag, Series, utcnow
 from server.store.base import NotFound, RunQuery
-from server.store.common import SUMMARY_KEYS, dialect_insert, fit_summary, iso
+from server.store.common import dialect_insert, fit_summary, iso
 
 DEFAULT_FIT_METRICS = ("val_pass_rate", "reward")
 PATCHABLE = {"status", "tags", "notes", "target_compute", "fit_metric", "fit_settings", "config"}
@@ -192,14 +192,19 @@ class RunsMixin:
                 wanted[run_id] = fit_id
         fits = {}
         if wanted:
-            # Only the summary keys, extracted in the database: a stored result also carries
+            # The summary column, written with each fit: a stored result also carries
             # parameter draws (tens of kB), and decoding them for every run of a 1,000-run list
             # dominated the request.
-            cols = [Fit.result[k] for k in SUMMARY_KEYS]
-            fits = {
-                row[0]: dict(zip(SUMMARY_KEYS, row[1:], strict=True))
-                for row in s.execute(select(Fit.id, *cols).where(Fit.id.in_(wanted.values())))
-            }
+            rows = s.execute(select(Fit.id, Fit.summary).where(Fit.id.in_(wanted.values()))).all()
+            fits = {fid: summary for fid, summary in rows if summary is not None}
+            missing = [fid for fid, summary in rows if summary is None]
+            if missing:  # fits stored before the column existed
+                fits.update(
+                    (fid, fit_summary(result))
+                    for fid, result in s.execute(
+                        select(Fit.id, Fit.result).where(Fit.id.in_(missing))
+                    )
+                )
         out = []
         for run_id in ids:
             run = runs.get(run_id)
@@ -223,7 +228,7 @@ class RunsMixin:
                     "last_step": run.last_step,
                     "last_compute": run.last_compute,
                     "latest": latest[run_id],
-                    "fit": fit_summary(fits.get(wanted.get(run_id))),
+                    "fit": fits.get(wanted.get(run_id)),
                 }
             )
         return out

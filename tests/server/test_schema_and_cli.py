@@ -103,3 +103,51 @@ def test_server_commands_without_the_server_extra_say_how_to_install():
         assert out.returncode == 2, out
         assert "pip install 'scalewatch[server]'" in out.stderr
         assert "Traceback" not in out.stderr
+
+
+def test_fit_summary_migration_backfills_latest_fits(empty_database_url):
+    """0003 adds fits.summary and fills it for each series' latest fit (a data migration)."""
+    import json as _json
+
+    engine = create_engine(empty_database_url)
+    upgrade(engine, "0002")
+    result = {
+        "status": "ok",
+        "A": 0.61,
+        "B": 1.9,
+        "C_mid": 2500.0,
+        "n_points": 40,
+        "internal": {"draws": [[0.6, 1.9, 2500.0, 0.1]] * 50},
+    }
+    with engine.begin() as conn:
+        conn.execute(
+            text("INSERT INTO projects (id, name, created_at) VALUES (1, 'p', '2026-01-01')")
+        )
+        conn.execute(
+            text(
+                "INSERT INTO runs (id, project_id, name, config, tags, notes, status, compute_unit,"
+                " fit_settings, created_at, last_seen_at) VALUES (1, 1, 'r', '{}', '[]', '',"
+                " 'running', 'gpu_hours', '{}', '2026-01-01', '2026-01-01')"
+            )
+        )
+        conn.execute(
+            text(
+                "INSERT INTO series (id, run_id, name, n_points, updated_at, refit_requested,"
+                " refit_done, latest_fit_id) VALUES (1, 1, 'val_pass_rate', 40, '2026-01-01', 1, 1, 2)"
+            )
+        )
+        for fit_id in (1, 2):
+            conn.execute(
+                text(
+                    "INSERT INTO fits (id, series_id, created_at, status, n_points, has_intervals,"
+                    " result) VALUES (:id, 1, '2026-01-01', 'ok', 40, true, :result)"
+                ),
+                {"id": fit_id, "result": _json.dumps(result)},
+            )
+    upgrade(engine)
+    with engine.connect() as conn:
+        rows = dict(conn.execute(text("SELECT id, summary FROM fits ORDER BY id")).all())
+    assert rows[1] is None
+    summary = rows[2] if isinstance(rows[2], dict) else _json.loads(rows[2])
+    assert summary["A"] == 0.61 and "internal" not in summary
+    engine.dispose()
