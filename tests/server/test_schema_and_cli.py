@@ -133,7 +133,8 @@ def test_fit_summary_migration_backfills_latest_fits(empty_database_url):
         conn.execute(
             text(
                 "INSERT INTO series (id, run_id, name, n_points, updated_at, refit_requested,"
-                " refit_done, latest_fit_id) VALUES (1, 1, 'val_pass_rate', 40, '2026-01-01', 1, 1, 2)"
+                " refit_done, latest_fit_id)"
+                " VALUES (1, 1, 'val_pass_rate', 40, '2026-01-01', 1, 1, 2)"
             )
         )
         for fit_id in (1, 2):
