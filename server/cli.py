@@ -1,4 +1,4 @@
-"""Server-side subcommands of `scalewatch`: serve, db upgrade/current, token, fit.
+"""Server-side subcommands of `scalewatch`: serve, simulate, db upgrade/current, token, fit.
 
 Imported only when one of them runs, so the trainer-only base install never needs FastAPI.
 """
@@ -142,6 +142,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--demo", action="store_true", help="also run simulated trainers")
     p.add_argument("--log-level", default="info")
     p.set_defaults(func=cmd_serve)
+
+    from server.demo.cli import add_simulate_arguments, cmd_simulate  # no numpy at import
+
+    p = sub.add_parser("simulate", help="simulated ScaleRL trainers posting to a server")
+    add_simulate_arguments(p)
+    p.set_defaults(func=cmd_simulate)
 
     p = sub.add_parser("db", help="database schema")
     dbsub = p.add_subparsers(dest="db_command", required=True)

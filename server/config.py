@@ -58,6 +58,11 @@ class Settings:
     webhook_backoff: float = 30.0
     webhook_max_attempts: int = 20
     webhook_timeout: float = 10.0
+    # `serve --demo`: simulated trainers inside the server process (server/demo/). Speed in
+    # evaluations per second per run; burst: fraction of each run's budget logged at start.
+    demo: bool = False
+    demo_speed: float = 2.0
+    demo_burst: float = 0.4
     extra: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -97,5 +102,8 @@ def load_settings(**overrides: object) -> Settings:
         webhook_backoff=_env_float("SCALEWATCH_WEBHOOK_BACKOFF", 30.0),
         webhook_max_attempts=_env_int("SCALEWATCH_WEBHOOK_MAX_ATTEMPTS", 20),
         webhook_timeout=_env_float("SCALEWATCH_WEBHOOK_TIMEOUT", 10.0),
+        demo=_env_bool("SCALEWATCH_DEMO", False),
+        demo_speed=_env_float("SCALEWATCH_DEMO_SPEED", 2.0),
+        demo_burst=_env_float("SCALEWATCH_DEMO_BURST", 0.4),
     )
     return settings.with_overrides(**overrides)

@@ -1,4 +1,4 @@
-"""Background workers of a server process: the refitter (and, when present, alert workers)."""
+"""Background workers of a server process: the refitter, alert workers and (`--demo`) the demo."""
 
 from __future__ import annotations
 
@@ -32,4 +32,8 @@ def start_workers(app: FastAPI) -> list[Any]:
     app.state.refitter = refitter
     app.state.refit_notify = refitter.notify
     workers.append(refitter)
+    if settings.demo:
+        from server.demo.runner import start_demo
+
+        workers.append(start_demo(settings, store))
     return workers

@@ -1,0 +1,85 @@
+"""The few REST calls the simulator makes besides what the trainer client does.
+
+Standard library only (the trainer client's connection class), so the simulator talks to a
+server exactly as an external process would: run look-ups for resuming, demo alert rules.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from trainer_client._http import Connection, TransportError
+
+DEMO_RULES: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("asymptote_drop", {"delta": 0.02}),
+    ("off_curve", {"n": 3, "k": 4.0}),
+)
+
+
+class ApiError(RuntimeError):
+    """The server answered, but not as expected (e.g. a bad token)."""
+
+
+def _json(conn: Connection, method: str, path: str, params: dict | None = None,
+          body: Any = None) -> Any:
+    r = conn.get_json(path, params) if method == "GET" else conn.post_json(path, body)
+    if r.status not in (200, 201):
+        raise ApiError(f"{method} {path}: HTTP {r.status}: {r.body[:300]!r}")
+    return r.json()
+
+
+def existing_runs(url: str, token: str | None, project: str) -> dict[str, dict[str, Any]]:
+    """name -> run of every run in ``project`` (paged)."""
+    conn = Connection(url, token, timeout=10.0)
+    out: dict[str, dict[str, Any]] = {}
+    try:
+        offset = 0
+        while True:
+            page = _json(conn, "GET", "/api/v1/runs",
+                         {"project": project, "limit": 1000, "offset": offset})
+            for run in page["runs"]:
+                out[run["name"]] = run
+            offset += len(page["runs"])
+            if not page["runs"] or offset >= page["total"]:
+                return out
+    finally:
+        conn.close()
+
+
+def ensure_alert_rules(url: str, token: str | None, project: str) -> list[dict[str, Any]]:
+    """Project-wide demo rules (no webhook); an existing rule of the same kind is kept."""
+    conn = Connection(url, token, timeout=10.0)
+    try:
+        rules = _json(conn, "GET", "/api/v1/alert-rules", {"project": project})
+        have = {r["kind"] for r in rules["rules"] if r.get("run_id") is None}
+        created = []
+        for kind, params in DEMO_RULES:
+            if kind not in have:
+                created.append(_json(conn, "POST", "/api/v1/alert-rules", body={
+                    "project": project, "kind": kind, "params": params,
+                }))
+        return created
+    finally:
+        conn.close()
+
+
+def wait_healthy(url: str, timeout: float, stop: threading.Event | None = None) -> bool:
+    """Poll /healthz until the server answers 200 (the demo starts before uvicorn listens)."""
+    deadline = time.monotonic() + timeout
+    conn = Connection(url, None, timeout=2.0)
+    try:
+        while time.monotonic() < deadline:
+            try:
+                if conn.get_json("/healthz").status == 200:
+                    return True
+            except TransportError:
+                pass
+            if stop is not None and stop.wait(0.1):
+                return False
+            if stop is None:
+                time.sleep(0.1)
+        return False
+    finally:
+        conn.close()
