@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
+import threading
+from collections import OrderedDict, defaultdict
+from typing import Any
 
 from sqlalchemy import and_, case, func, select, text, update
 from sqlalchemy.orm import Session
@@ -53,6 +55,32 @@ _SQLITE_UPSERT = (
     "ON CONFLICT (series_id, step) DO UPDATE SET compute = excluded.compute, "
     "value = excluded.value, wall_time = excluded.wall_time"
 )
+
+
+class _LRU:
+    """A small thread-safe LRU of downsampled pages (each at most a few thousand points)."""
+
+    def __init__(self, size: int = 256) -> None:
+        self.size = size
+        self._items: OrderedDict[Any, PointsPage] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Any) -> PointsPage | None:
+        with self._lock:
+            page = self._items.get(key)
+            if page is not None:
+                self._items.move_to_end(key)
+            return page
+
+    def put(self, key: Any, page: PointsPage) -> None:
+        with self._lock:
+            self._items[key] = page
+            self._items.move_to_end(key)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+
+
+_DOWNSAMPLED = _LRU()
 
 
 class PointsMixin:
@@ -225,13 +253,13 @@ class PointsMixin:
             if s.get(Run, run_id) is None:
                 raise NotFound(f"run {run_id} not found")
             found = s.execute(
-                select(Series.id, Series.n_points).where(
+                select(Series.id, Series.n_points, Series.updated_at).where(
                     Series.run_id == run_id, Series.name == metric
                 )
             ).first()
             if found is None:
                 return PointsPage(metric, [], [], [], False, 0)
-            sid, n_points = found
+            sid, n_points, changed_at = found
             since = since_step if since_step is not None else 0
             where = and_(Point.series_id == sid, Point.step >= since)
             col = Point.compute if x == "compute" else Point.step
@@ -255,55 +283,77 @@ class PointsMixin:
                     len(rows) > cap,
                     len(rows[:cap]),
                 )
-            if x_range is None:
-                lo, hi = s.execute(select(func.min(col), func.max(col)).where(where)).one()
-                if lo is None:
-                    return PointsPage(metric, [], [], [], False, 0)
-            else:
-                lo, hi = x_range
-            span = (hi - lo) or 1
-            params = {
-                "sid": sid,
-                "since": since,
-                "lo": lo,
-                "hi": hi,
-                "nb": max(1, max_points // 4),
-                "span": float(span) * (1 + 1e-12) if x == "compute" else span + 1,
-            }
-            xcol = "compute" if x == "compute" else "step"
-            chosen: dict[int, tuple[float, float]] = {}
-            total = 0
-            if s.get_bind().dialect.name == "postgresql":
-                for row in s.execute(text(_PG_DOWNSAMPLE.format(x=xcol)), params):
-                    first, last, low, high, count = row
+            # Every ingest touches series.updated_at, so (series, updated_at, request) names one
+            # immutable answer: live pages polling, or a budget change on Compare, reuse it.
+            key = (id(self), sid, changed_at, since, max_points, x_range, x)
+            cached = _DOWNSAMPLED.get(key)
+            if cached is not None:
+                return cached
+            page = self._downsample(s, sid, metric, where, col, since, max_points, x_range, x)
+            _DOWNSAMPLED.put(key, page)
+            return page
+
+    def _downsample(
+        self,
+        s: Session,
+        sid: int,
+        metric: str,
+        where: Any,
+        col: Any,
+        since: int,
+        max_points: int,
+        x_range: tuple[float, float] | None,
+        x: str,
+    ) -> PointsPage:
+        if x_range is None:
+            lo, hi = s.execute(select(func.min(col), func.max(col)).where(where)).one()
+            if lo is None:
+                return PointsPage(metric, [], [], [], False, 0)
+        else:
+            lo, hi = x_range
+        span = (hi - lo) or 1
+        params = {
+            "sid": sid,
+            "since": since,
+            "lo": lo,
+            "hi": hi,
+            "nb": max(1, max_points // 4),
+            "span": float(span) * (1 + 1e-12) if x == "compute" else span + 1,
+        }
+        xcol = "compute" if x == "compute" else "step"
+        chosen: dict[int, tuple[float, float]] = {}
+        total = 0
+        if s.get_bind().dialect.name == "postgresql":
+            for row in s.execute(text(_PG_DOWNSAMPLE.format(x=xcol)), params):
+                first, last, low, high, count = row
+                total += count
+                for st, c, v in (first, last):
+                    chosen[int(st)] = (c, v)
+                for v, st, c in (low, high):
+                    chosen[int(st)] = (c, v)
+        else:
+            for sql in _SQLITE_DOWNSAMPLE:
+                for st, c, v, count in s.execute(text(sql.format(x=xcol)), params):
+                    chosen[int(st)] = (c, v)
                     total += count
-                    for st, c, v in (first, last):
-                        chosen[int(st)] = (c, v)
-                    for v, st, c in (low, high):
-                        chosen[int(st)] = (c, v)
-            else:
-                for sql in _SQLITE_DOWNSAMPLE:
-                    for st, c, v, count in s.execute(text(sql.format(x=xcol)), params):
-                        chosen[int(st)] = (c, v)
-                        total += count
-            if total <= max_points:  # the range held few points after all: send them all
-                rows = s.execute(
-                    select(Point.step, Point.compute, Point.value).where(where).order_by(Point.step)
-                ).all()
-                return PointsPage(
-                    metric,
-                    [r[0] for r in rows],
-                    [r[1] for r in rows],
-                    [r[2] for r in rows],
-                    False,
-                    len(rows),
-                )
-            rows = [(st, *chosen[st]) for st in sorted(chosen)]
+        if total <= max_points:  # the range held few points after all: send them all
+            rows = s.execute(
+                select(Point.step, Point.compute, Point.value).where(where).order_by(Point.step)
+            ).all()
             return PointsPage(
                 metric,
                 [r[0] for r in rows],
                 [r[1] for r in rows],
                 [r[2] for r in rows],
-                True,
-                total,
+                False,
+                len(rows),
             )
+        rows = [(st, *chosen[st]) for st in sorted(chosen)]
+        return PointsPage(
+            metric,
+            [r[0] for r in rows],
+            [r[1] for r in rows],
+            [r[2] for r in rows],
+            True,
+            total,
+        )
