@@ -1,0 +1,77 @@
+"""`scalewatch simulate` against a live server: every point arrives exactly once."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from server.demo.presets import PRESETS
+from server.demo.simulator import generate
+from tests.support.live_server import LiveServer
+
+pytestmark = pytest.mark.slow
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _simulate(server: LiveServer, home: Path, *args: str) -> subprocess.Popen:
+    env = {**os.environ, "SCALEWATCH_HOME": str(home)}
+    return subprocess.Popen(
+        [sys.executable, "-m", "trainer_client.cli", "simulate", "--url", server.url,
+         "--project", "sim", *args],
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+
+
+def _check_complete(server: LiveServer, name: str, key: str = "baseline") -> None:
+    recipe, traj = PRESETS[key], generate(PRESETS[key], 0)
+    with server.client() as c:
+        runs = c.get("/api/v1/runs", params={"project": "sim"}).json()["runs"]
+        run = next(r for r in runs if r["name"] == name)
+        assert run["status"] == "finished"
+        assert run["target_compute"] == recipe.target and run["last_step"] == recipe.n_steps
+        val = c.get(f"/api/v1/runs/{run['id']}/points", params={"metric": "val_pass_rate"}).json()
+        assert [p["step"] for p in val["points"]] == traj.eval_steps.tolist()
+        assert np.allclose([p["value"] for p in val["points"]], traj.val_pass_rate)
+        assert np.allclose([p["compute"] for p in val["points"]], traj.eval_compute)
+        reward = c.get(f"/api/v1/runs/{run['id']}/points", params={"metric": "reward"}).json()
+        steps = [p["step"] for p in reward["points"]]
+        assert steps == list(range(1, recipe.n_steps + 1))  # every step, exactly once
+        assert np.allclose([p["value"] for p in reward["points"]], traj.reward[1:])
+
+
+@pytest.mark.timeout(180)
+def test_simulate_baseline_posts_every_point_once(live_server: LiveServer, tmp_path: Path) -> None:
+    proc = _simulate(live_server, tmp_path, "--preset", "baseline", "--speed", "400")
+    out, _ = proc.communicate(timeout=150)
+    assert proc.returncode == 0, out
+    assert "evaluation 108/108" in out and "done: 1 run(s) finished" in out
+    _check_complete(live_server, PRESETS["baseline"].name)
+    # Again: the finished run is skipped, nothing is re-posted.
+    proc = _simulate(live_server, tmp_path, "--preset", "baseline", "--speed", "400")
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and "already finished" in out, out
+
+
+@pytest.mark.timeout(180)
+def test_simulate_ctrl_c_then_resume(live_server: LiveServer, tmp_path: Path) -> None:
+    args = ("--preset", "baseline", "--name", "resumed")
+    proc = _simulate(live_server, tmp_path, *args, "--speed", "10", "--burst", "0.2")
+    time.sleep(4)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out
+    assert "re-run the same command to resume" in out
+    with live_server.client() as c:
+        run = c.get("/api/v1/runs", params={"project": "sim"}).json()["runs"][0]
+        assert run["status"] == "running" and 0 < run["last_step"] < PRESETS["baseline"].n_steps
+    proc = _simulate(live_server, tmp_path, *args, "--speed", "400")
+    out, _ = proc.communicate(timeout=150)
+    assert proc.returncode == 0, out
+    _check_complete(live_server, "resumed")
