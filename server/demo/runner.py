@@ -44,6 +44,20 @@ def local_url(settings: Settings) -> str:
     return f"http://{host}:{settings.port}"
 
 
+class _ShutdownNoise(logging.Filter):
+    """Drops the demo clients' "connection refused" retries: the in-process server refuses
+    connections from the moment it starts shutting down, before the demo is stopped, and what
+    was not delivered is replayed from the demo spool on the next start anyway."""
+
+    def __init__(self, spool_root: Path) -> None:
+        super().__init__()
+        self.spool_root = str(spool_root)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        msg = record.getMessage()
+        return not ("Connection refused" in msg and self.spool_root in msg)
+
+
 def demo_token(store: Any) -> str:
     """A fresh write token for the simulated trainers; earlier demo tokens are revoked."""
     for t in store.list_tokens():
@@ -69,6 +83,7 @@ class DemoWorker:
         self.done = threading.Event()
 
     def start(self) -> DemoWorker:
+        logging.getLogger("scalewatch").addFilter(_ShutdownNoise(self.home))
         self._thread = threading.Thread(target=self._main, name="scalewatch-demo", daemon=True)
         self._thread.start()
         return self
