@@ -13,6 +13,7 @@ import argparse
 import logging
 import os
 import threading
+import time
 from typing import Any
 
 from ._http import Connection
@@ -88,7 +89,7 @@ def replay_spools(
             entry.update(status="invalid", error="missing or unreadable run.json")
             runs.append(entry)
             continue
-        if not spool.try_lock():
+        if not _lock_within(spool, LOCK_WAIT):
             entry.update(status="busy", error="spool is being sent by another process")
             runs.append(entry)
             continue
@@ -129,6 +130,19 @@ def replay_spools(
         "rejected_batches": sum(r["rejected_batches"] for r in runs),
         "runs": runs,
     }
+
+
+LOCK_WAIT = 5.0  # a trainer that just finished releases its sender lock within moments
+
+
+def _lock_within(spool: Any, seconds: float) -> bool:
+    """Take the spool's sender lock, waiting briefly for a sender that is just stopping."""
+    deadline = time.monotonic() + seconds
+    while not spool.try_lock():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def add_sync_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
