@@ -131,7 +131,7 @@ def ensure_mlflow() -> Path | None:
     if not py.exists():
         print("installing mlflow into .bench/mlflow-venv (bench-only dependency)...", flush=True)
         subprocess.run([sys.executable, "-m", "venv", str(MLFLOW_VENV)], check=True)
-        r = subprocess.run([str(py), "-m", "pip", "install", "-q", "mlflow", "psycopg2-binary"])
+        r = subprocess.run([str(py), "-m", "pip", "install", "-q", "mlflow", "psycopg[binary]"])
         if r.returncode != 0:
             return None
     return py
@@ -143,7 +143,7 @@ def bench_mlflow(kind: str, n_values: int, batch: int) -> float | None:
         return None
     db = TempDatabase(kind)
     port = free_port()
-    store = db.url.replace("+psycopg", "") if kind == "postgresql" else db.url
+    store = db.url
     art = tempfile.mkdtemp(prefix="mlflow-art-")
     proc = subprocess.Popen(
         [

@@ -12,8 +12,12 @@ import gzip
 import json
 import math
 import zlib
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
+
+try:  # a C parser several times faster than json for the ingest hot path
+    import orjson
+except ImportError:  # pragma: no cover - optional speed-up
+    orjson = None  # type: ignore[assignment]
 
 from server import limits
 
@@ -26,8 +30,9 @@ class IngestError(Exception):
         self.errors = errors or []
 
 
-@dataclass(frozen=True, slots=True)
-class PointRow:
+class PointRow(NamedTuple):
+    """One metric value at one step (a NamedTuple: ingest builds up to a million per second)."""
+
     metric: str
     step: int
     compute: float
@@ -49,6 +54,11 @@ def decode_body(raw: bytes, content_encoding: str | None) -> Any:
             raise IngestError(413, f"inflated body exceeds {limits.MAX_INFLATED_BYTES} bytes")
     elif encoding != "identity":
         raise IngestError(415, f"unsupported Content-Encoding {content_encoding!r}")
+    if orjson is not None:
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            pass  # e.g. NaN/Infinity tokens: the stdlib parser reads them, validation names them
     try:
         return json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:

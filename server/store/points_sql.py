@@ -7,6 +7,7 @@ from collections import OrderedDict, defaultdict
 from typing import Any
 
 from sqlalchemy import and_, case, func, select, text, update
+from sqlalchemy.engine import Row
 from sqlalchemy.orm import Session
 
 from server import limits
@@ -97,7 +98,9 @@ class PointsMixin:
         with self.session() as s:  # type: ignore[attr-defined]
             # Lock the run row: concurrent batches of one run serialise here, which keeps the
             # summaries exact and the lock order (run, then series by id) deadlock-free.
-            run = s.get(Run, run_id, with_for_update=True)
+            run = s.execute(
+                select(Run.id, Run.fit_metric).where(Run.id == run_id).with_for_update()
+            ).first()
             if run is None:
                 raise NotFound(f"run {run_id} not found")
             if not rows:
@@ -158,14 +161,21 @@ class PointsMixin:
         conn = s.connection()
         if conn.dialect.name == "postgresql":
             raw = conn.connection.driver_connection
+            # COPY text format built in one go: repr() of a float is its exact shortest form
+            # and values were validated finite, so nothing needs escaping.
+            null = "\\N"
+            data = "".join(
+                f"{sid}\t{r.step}\t{r.compute!r}\t{r.value!r}\t"
+                f"{null if r.wall_time is None else repr(r.wall_time)}\n"
+                for r in batch
+            )
             with (
                 raw.cursor() as cur,
                 cur.copy(
                     "COPY points (series_id, step, compute, value, wall_time) FROM STDIN"
                 ) as copy,
             ):
-                for r in batch:
-                    copy.write_row((sid, r.step, r.compute, r.value, r.wall_time))
+                copy.write(data.encode())
             return
         conn.exec_driver_sql(
             "INSERT INTO points (series_id, step, compute, value, wall_time) "
@@ -210,7 +220,7 @@ class PointsMixin:
     def _update_summaries(
         self,
         s: Session,
-        run: Run,
+        run: Row[Any],
         series_ids: dict[str, int],
         by_metric: dict[str, list[PointRow]],
         inserted: dict[str, int],
@@ -234,10 +244,16 @@ class PointsMixin:
                 values["refit_requested"] = Series.refit_requested + 1
             s.execute(update(Series).where(Series.id == series_ids[metric]).values(**values))
         newest_all = max((r for b in by_metric.values() for r in b), key=lambda r: r.step)
-        run.last_seen_at = now
-        if run.last_step is None or newest_all.step >= run.last_step:
-            run.last_step = newest_all.step
-            run.last_compute = newest_all.compute
+        is_newer = Run.last_step.is_(None) | (Run.last_step <= newest_all.step)
+        s.execute(
+            update(Run)
+            .where(Run.id == run.id)
+            .values(
+                last_seen_at=now,
+                last_step=case((is_newer, newest_all.step), else_=Run.last_step),
+                last_compute=case((is_newer, newest_all.compute), else_=Run.last_compute),
+            )
+        )
 
     def get_points(
         self,

@@ -59,6 +59,12 @@ def test_upsert_last_write_wins_and_counts(api):
     )
     assert r.json() == {"accepted": 1, "updated": 0}
     assert stored(api, rid, "reward")[-1]["value"] == 2
+    # Values survive the bulk-append path bit for bit.
+    exact = {"step": 30, "compute": 1e-7, "metrics": {"reward": 1 / 3, "tiny": 5e-324}}
+    assert api.post(f"/api/v1/runs/{rid}/points", json={"points": [exact]}).status_code == 200
+    last = stored(api, rid, "reward")[-1]
+    assert last == {"step": 30, "compute": 1e-7, "value": 1 / 3}
+    assert stored(api, rid, "tiny")[0]["value"] == 5e-324
 
 
 def test_invalid_batch_stores_nothing_and_lists_each_problem(api):

@@ -105,8 +105,8 @@ def test_server_commands_without_the_server_extra_say_how_to_install():
         assert "Traceback" not in out.stderr
 
 
-def test_fit_summary_migration_backfills_latest_fits(empty_database_url):
-    """0003 adds fits.summary and fills it for each series' latest fit (a data migration)."""
+def test_data_migrations_keep_data(empty_database_url):
+    """0003 fills fits.summary for each series' latest fit; 0004 drops the points FK."""
     import json as _json
 
     engine = create_engine(empty_database_url)
@@ -145,9 +145,11 @@ def test_fit_summary_migration_backfills_latest_fits(empty_database_url):
                 ),
                 {"id": fit_id, "result": _json.dumps(result)},
             )
-    upgrade(engine)
+        conn.execute(text("INSERT INTO points VALUES (1, 5, 10.0, 0.25, NULL)"))
+    upgrade(engine)  # 0003 backfills summaries; 0004 rebuilds points on SQLite: data survives
     with engine.connect() as conn:
         rows = dict(conn.execute(text("SELECT id, summary FROM fits ORDER BY id")).all())
+        assert conn.execute(text("SELECT step, value FROM points")).all() == [(5, 0.25)]
     assert rows[1] is None
     summary = rows[2] if isinstance(rows[2], dict) else _json.loads(rows[2])
     assert summary["A"] == 0.61 and "internal" not in summary
