@@ -7,13 +7,13 @@ background workers (webhook sender, stalled timer) and the refit listener.
 from __future__ import annotations
 
 import logging
-import threading
 from typing import Any
 
 from fastapi import FastAPI
 
 from server.alerts import evaluate as ev
 from server.alerts.webhooks import WebhookSender, build_body
+from server.background import PollingWorker
 from server.db.models import utcnow
 
 log = logging.getLogger("scalewatch.alerts")
@@ -120,29 +120,18 @@ class AlertService:
         return changed
 
 
-class StalledTimer:
+class StalledTimer(PollingWorker):
+    """Checks `stalled` rules every `interval` seconds (there is no event to wait for)."""
+
+    thread_name = "scalewatch-stalled"
+
     def __init__(self, service: AlertService, interval: float) -> None:
+        super().__init__(interval)
         self.service = service
-        self.interval = interval
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
-    def start(self) -> StalledTimer:
-        self._thread = threading.Thread(target=self._loop, name="scalewatch-stalled", daemon=True)
-        self._thread.start()
-        return self
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
-            try:
-                self.service.check_stalled()
-            except Exception:  # noqa: BLE001 - keep checking after a database hiccup
-                log.exception("stalled check failed")
-
-    def stop(self, timeout: float = 10.0) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
+    def run_once(self) -> int:
+        self.service.check_stalled()
+        return 0  # always wait a full interval before the next check
 
 
 def start_alert_workers(app: FastAPI) -> tuple[list[Any], Any]:

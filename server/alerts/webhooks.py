@@ -18,17 +18,14 @@ import hashlib
 import hmac
 import json
 import logging
-import os
 import random
-import socket
-import threading
 import time
 import urllib.error
 import urllib.request
-import uuid
 from datetime import timedelta, timezone
 from typing import Any
 
+from server.background import PollingWorker, worker_identity
 from server.db.models import utcnow
 
 log = logging.getLogger("scalewatch.alerts")
@@ -108,7 +105,9 @@ def post(
         return None, f"{type(exc).__name__}: {reason}"[:500]
 
 
-class WebhookSender:
+class WebhookSender(PollingWorker):
+    thread_name = "scalewatch-webhooks"
+
     """Background thread draining the outbox; several processes may run one each."""
 
     def __init__(
@@ -121,44 +120,16 @@ class WebhookSender:
         timeout: float = 10.0,
         poll_interval: float = 2.0,
     ) -> None:
+        super().__init__(poll_interval)
         self.store = store
         self.backoff = backoff
         self.backoff_max = backoff_max
         self.max_attempts = max_attempts
         self.max_age = max_age
         self.timeout = timeout
-        self.poll_interval = poll_interval
         # The lease outlives one request by a wide margin: never two senders on one delivery.
         self.lease_seconds = max(60.0, 3 * timeout)
-        self.owner = f"{socket.gethostname()[:30]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> WebhookSender:
-        self._thread = threading.Thread(target=self._loop, name="scalewatch-webhooks", daemon=True)
-        self._thread.start()
-        return self
-
-    def notify(self) -> None:
-        self._wake.set()
-
-    def stop(self, timeout: float = 10.0) -> None:
-        self._stop.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                worked = self.run_once()
-            except Exception:  # noqa: BLE001 - the loop must survive a database hiccup
-                log.exception("webhook pass failed")
-                worked = 0
-            if not worked:
-                self._wake.wait(self.poll_interval)
-                self._wake.clear()
+        self.owner = worker_identity()
 
     def delay(self, attempts: int) -> float:
         """Seconds before retry number `attempts` + 1: exponential, capped, with jitter."""

@@ -11,16 +11,13 @@ ingestion never notices.
 from __future__ import annotations
 
 import logging
-import os
-import socket
-import threading
 import time
-import uuid
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from server.background import PollingWorker, worker_identity
 from server.fitting import FitResult, fit_curve
 from server.refit.options import fit_options_for
 
@@ -29,7 +26,9 @@ log = logging.getLogger("scalewatch.refit")
 FitListener = Callable[[dict[str, Any], int, dict[str, Any], dict[str, Any] | None], None]
 
 
-class Refitter:
+class Refitter(PollingWorker):
+    thread_name = "scalewatch-refit"
+
     def __init__(
         self,
         store: Any,
@@ -38,42 +37,12 @@ class Refitter:
         metrics: Any = None,
         listeners: list[FitListener] | None = None,
     ) -> None:
+        super().__init__(poll_interval)
         self.store = store
-        self.poll_interval = poll_interval
         self.lease_seconds = lease_seconds
         self.metrics = metrics
         self.listeners = listeners or []
-        self.owner = f"{socket.gethostname()[:30]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    # ---- lifecycle ------------------------------------------------------------------------
-    def start(self) -> Refitter:
-        self._thread = threading.Thread(target=self._loop, name="scalewatch-refit", daemon=True)
-        self._thread.start()
-        return self
-
-    def notify(self) -> None:
-        """Called after an ingest: wake up now instead of at the next poll."""
-        self._wake.set()
-
-    def stop(self, timeout: float = 10.0) -> None:
-        self._stop.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                worked = self.run_once()
-            except Exception:  # noqa: BLE001 - the loop must survive a database hiccup
-                log.exception("refit pass failed")
-                worked = 0
-            if not worked:
-                self._wake.wait(self.poll_interval)
-                self._wake.clear()
+        self.owner = worker_identity()
 
     # ---- one pass ---------------------------------------------------------------------------
     def run_once(self) -> int:
