@@ -22,6 +22,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -54,26 +55,36 @@ def batches(n_values: int, batch: int, metrics: int) -> list[bytes]:
     return out
 
 
-def bench_scalewatch(kind: str, n_values: int, batch: int, metrics: int) -> float:
+def bench_scalewatch(kind: str, n_values: int, batch: int, metrics: int, clients: int = 1) -> float:
+    """Values/s stored; `clients` trainers post concurrently, each to its own run."""
     db = TempDatabase(kind)
     server = Server(db.url)
+    headers = {"Content-Encoding": "gzip", "Content-Type": "application/json"}
     try:
-        with httpx.Client(base_url=server.url, timeout=60) as http:
-            rid = http.post("/api/v1/runs", json={"project": "bench", "name": kind}).json()["id"]
-            bodies = batches(n_values, batch, metrics)
-            headers = {"Content-Encoding": "gzip", "Content-Type": "application/json"}
+        bodies = batches(n_values, batch, metrics)
+        with httpx.Client(base_url=server.url, timeout=60) as http:  # warm-up run
+            rid = http.post("/api/v1/runs", json={"project": "bench", "name": "warm"}).json()["id"]
             http.post(f"/api/v1/runs/{rid}/points", content=bodies[0], headers=headers)
-            rid = http.post("/api/v1/runs", json={"project": "bench", "name": kind + "2"}).json()[
-                "id"
-            ]
-            t0 = time.perf_counter()
-            stored = 0
-            for body in bodies:
-                r = http.post(f"/api/v1/runs/{rid}/points", content=body, headers=headers)
-                r.raise_for_status()
-                stored += r.json()["accepted"]
-            elapsed = time.perf_counter() - t0
-        return stored / elapsed
+        shares = [bodies[i::clients] for i in range(clients)]
+        stored = [0] * clients
+
+        def trainer(i: int) -> None:
+            with httpx.Client(base_url=server.url, timeout=60) as http:
+                rid = http.post(
+                    "/api/v1/runs", json={"project": "bench", "name": f"{kind}-{i}"}
+                ).json()["id"]
+                for body in shares[i]:
+                    r = http.post(f"/api/v1/runs/{rid}/points", content=body, headers=headers)
+                    r.raise_for_status()
+                    stored[i] += r.json()["accepted"]
+
+        threads = [threading.Thread(target=trainer, args=(i,)) for i in range(clients)]
+        t0 = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return sum(stored) / (time.perf_counter() - t0)
     finally:
         server.stop()
         db.drop()
@@ -109,20 +120,28 @@ def bench_copy(n_values: int, batch: int) -> float:
 
 
 MLFLOW_CLIENT = r"""
-import sys, time
+import sys, time, threading
 from mlflow.tracking import MlflowClient
 from mlflow.entities import Metric
-url, n, batch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+url, n, batch, clients = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 client = MlflowClient(tracking_uri=url)
 exp = client.create_experiment("bench")
-run = client.create_run(exp).info.run_id
-client.log_batch(run, metrics=[Metric("warm", 0.1, 0, s) for s in range(batch)])
-t0 = time.perf_counter(); done = 0
-while done < n and time.perf_counter() - t0 < 90:
-    client.log_batch(run, metrics=[Metric("val_pass_rate", 0.3, int(time.time()*1000), s)
-                                   for s in range(done, done + batch)])
-    done += batch
-print(done / (time.perf_counter() - t0))
+warm = client.create_run(exp).info.run_id
+client.log_batch(warm, metrics=[Metric("warm", 0.1, 0, s) for s in range(batch)])
+runs = [client.create_run(exp).info.run_id for _ in range(clients)]
+done = [0] * clients
+def trainer(i):
+    c = MlflowClient(tracking_uri=url)
+    t0 = time.perf_counter()
+    while done[i] < n // clients and time.perf_counter() - t0 < 90:
+        c.log_batch(runs[i], metrics=[Metric("val_pass_rate", 0.3, int(time.time() * 1000), s)
+                                      for s in range(done[i], done[i] + batch)])
+        done[i] += batch
+threads = [threading.Thread(target=trainer, args=(i,)) for i in range(clients)]
+t0 = time.perf_counter()
+for t in threads: t.start()
+for t in threads: t.join()
+print(sum(done) / (time.perf_counter() - t0))
 """
 
 
@@ -137,7 +156,7 @@ def ensure_mlflow() -> Path | None:
     return py
 
 
-def bench_mlflow(kind: str, n_values: int, batch: int) -> float | None:
+def bench_mlflow(kind: str, n_values: int, batch: int, clients: int = 1) -> float | None:
     py = ensure_mlflow()
     if py is None:
         return None
@@ -176,7 +195,7 @@ def bench_mlflow(kind: str, n_values: int, batch: int) -> float | None:
         else:
             return None
         out = subprocess.run(
-            [str(py), "-c", MLFLOW_CLIENT, url, str(n_values), str(batch)],
+            [str(py), "-c", MLFLOW_CLIENT, url, str(n_values), str(batch), str(clients)],
             capture_output=True,
             text=True,
             timeout=300,
@@ -202,31 +221,43 @@ def main() -> None:
         "--metrics", type=int, default=1, help="metrics per point (values/request fixed)"
     )
     ap.add_argument("--mlflow-values", type=int, default=20_000)
+    ap.add_argument(
+        "--clients",
+        type=int,
+        nargs="+",
+        default=[1, 4],
+        help="concurrent trainers (each row of the table is one setting)",
+    )
     ap.add_argument("--skip-mlflow", action="store_true")
     args = ap.parse_args()
     kinds = ["sqlite"] + (["postgresql"] if pg_available() else [])
     rows = []
     for kind in kinds:
-        sw = bench_scalewatch(kind, args.values, args.batch, args.metrics)
-        ml = None if args.skip_mlflow else bench_mlflow(kind, args.mlflow_values, args.batch)
-        rows.append((kind, sw, ml))
+        for clients in args.clients:
+            sw = bench_scalewatch(kind, args.values, args.batch, args.metrics, clients)
+            ml = (
+                None
+                if args.skip_mlflow
+                else bench_mlflow(kind, args.mlflow_values, args.batch, clients)
+            )
+            rows.append((kind, clients, sw, ml))
     copy = bench_copy(args.values, args.batch) if "postgresql" in kinds else None
 
     print(
         f"\ningest, {args.batch} values a request, {args.values} values "
-        f"({args.metrics} metric(s) a point)"
+        f"({args.metrics} metric(s) a point); raw COPY is one writer"
     )
     print(
-        f"{'database':<12}{'scalewatch/s':>14}{'MLflow/s':>12}{'x MLflow':>10}"
+        f"{'database':<12}{'clients':>8}{'scalewatch/s':>14}{'MLflow/s':>12}{'x MLflow':>10}"
         f"{'raw COPY/s':>13}{'x COPY':>9}"
     )
-    for kind, sw, ml in rows:
+    for kind, clients, sw, ml in rows:
         ratio_ml = f"{sw / ml:>10.1f}" if ml else f"{'n/a':>10}"
         ml_s = f"{ml:>12,.0f}" if ml else f"{'n/a':>12}"
         cp = copy if kind == "postgresql" else None
         cp_s = f"{cp:>13,.0f}" if cp else f"{'-':>13}"
         ratio_cp = f"{sw / cp:>9.2f}" if cp else f"{'-':>9}"
-        print(f"{kind:<12}{sw:>14,.0f}{ml_s}{ratio_ml}{cp_s}{ratio_cp}")
+        print(f"{kind:<12}{clients:>8}{sw:>14,.0f}{ml_s}{ratio_ml}{cp_s}{ratio_cp}")
     print("targets: >= 20x MLflow, >= 0.5x raw COPY (PostgreSQL)")
 
 
