@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +18,14 @@ CHROME_ARGS = [
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
     "--disable-quic", "--no-first-run",
 ]  # fmt: skip
-DOCS = Path(__file__).resolve().parents[2] / "docs"
+# Screenshots go to docs/ (the README's pictures) only when asked for with
+# SCALEWATCH_SCREENSHOTS=docs; otherwise to a scratch folder, so a test run never edits the tree.
+DOCS = (
+    Path(__file__).resolve().parents[2] / "docs"
+    if os.environ.get("SCALEWATCH_SCREENSHOTS") == "docs"
+    else Path(tempfile.gettempdir()) / "scalewatch-screenshots"
+)
+DOCS.mkdir(parents=True, exist_ok=True)
 
 
 def _require_chromium() -> None:
