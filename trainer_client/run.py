@@ -57,6 +57,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from . import journal as _journal
 from ._http import (
     Connection,
     TransportError,
@@ -65,7 +66,7 @@ from ._http import (
     parse_retry_after,
 )
 from .compute import ComputeMeter
-from .spool import Spool
+from .spool import Spool, _pid_alive
 
 __all__ = ["Run", "init", "DEFAULT_URL"]
 
@@ -299,6 +300,11 @@ class Run:
             with contextlib.suppress(OSError):
                 self.spool.write_meta(meta)
         self.spool.cleanup_tmp()
+        try:  # points a killed process had logged but not yet spooled
+            _journal.recover_into(self.spool, _pid_alive)
+        except OSError as exc:
+            logger.error("scalewatch: cannot recover journals in %s: %s", self.spool.dir, exc)
+        self._journal = _journal.Journal(self.spool.dir) if _journal.enabled() else None
 
         self._run_id: int | None = None
         self._last_compute: float | None = None
@@ -317,6 +323,7 @@ class Run:
     # -- threads ---------------------------------------------------------------------------
     def _reset_state(self) -> None:
         self._q: deque = deque()
+        self._jfd: int | None = None  # the journal generation log() appends to
         self._wake_writer = threading.Event()
         self._wake_sender = threading.Event()
         self._abort = threading.Event()
@@ -330,6 +337,8 @@ class Run:
 
     def _start_threads(self) -> None:
         self._started = True
+        if self._journal is not None and self._jfd is None:
+            self._jfd = self._journal.open()
         tag = f"{self.project}/{self.name}"
         self._writer = threading.Thread(
             target=self._writer_loop, name=f"scalewatch-spool[{tag}]", daemon=True
@@ -349,6 +358,8 @@ class Run:
             with contextlib.suppress(OSError):
                 os.close(fd)
         self._api_lock = threading.Lock()
+        if self._journal is not None:
+            self._journal.forget()
         self._reset_state()
 
     # -- public API ------------------------------------------------------------------------
@@ -395,8 +406,17 @@ class Run:
             out[k] = v
         self._last_compute = compute
         if out:
+            t = time.time()
+            jfd = self._jfd
+            if jfd is not None:  # write-ahead: on disk (page cache) before log() returns
+                try:
+                    os.write(jfd, _journal.encode(step, compute, out, t))
+                except OSError as exc:
+                    self._jfd = None
+                    logger.error("scalewatch: journal write failed (%s); points are kept in "
+                                 "memory and the spool only", exc)
             q = self._q
-            q.append((step, compute, out, time.time()))
+            q.append((step, compute, out, t))
             if len(q) >= BATCH_POINTS and not self._wake_writer.is_set():
                 self._wake_writer.set()
             if not self._started:
@@ -433,6 +453,9 @@ class Run:
             writer.join(max(0.0, deadline - time.monotonic()))
         if self._q:  # the writer could not finish in time: spool the rest from here
             self._drain_to_disk()
+        if not self._q and self._journal is not None:  # everything is in batch files now
+            self._jfd = None
+            self._journal.close_and_remove()
         self._sender_stop = True
         self._wake_sender.set()
         if sender is not None and sender.is_alive():
@@ -560,6 +583,10 @@ class Run:
     def _drain_to_disk(self) -> None:
         q = self._q
         wrote = False
+        if q and self._journal is not None and self._jfd is not None:
+            # New points go to a fresh generation; the ones being drained stay journaled
+            # until two rotations later (Journal.rotate).
+            self._jfd = self._journal.rotate()
         while q:
             batch = []
             try:

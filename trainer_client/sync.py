@@ -17,8 +17,9 @@ import time
 from typing import Any
 
 from ._http import Connection
+from .journal import recover_into
 from .run import DEFAULT_URL, Sender
-from .spool import Spool, iter_spools
+from .spool import Spool, _pid_alive, iter_spools
 
 __all__ = ["replay_spools", "add_sync_arguments", "sync_main"]
 
@@ -96,6 +97,7 @@ def replay_spools(
         conn = Connection(url, token, timeout=timeout)
         try:
             spool.cleanup_tmp()
+            recover_into(spool, _pid_alive)
             srun = _SpoolRun(spool, meta, url)
             sender = Sender(srun, conn, max_failures=max_failures)
             while True:

@@ -3,7 +3,8 @@
 1. server down when the trainer starts, up 10 s later      -> every point exactly once
 2. server SIGKILLed and restarted mid-run (SQLite and PostgreSQL) -> exactly once
 3. trainer process SIGKILLed mid-run, restarted from its checkpoint -> every point it had
-   logged before the kill is on the server
+   logged before the kill is on the server; and restarted *after* its last step with no
+   checkpoint flush at all -> still every point (the write-ahead journal)
 4. fault-injecting proxy (500s before/after commit, resets, stalls) -> exactly once
 5. 422 -> that batch is dropped (kept in rejected/), no retry storm, later batches arrive
 6. (server that accepts and never answers: tests/client/test_client_unit.py::
@@ -120,9 +121,20 @@ def test_trainer_sigkilled_and_resumed(tmp_path, sqlite_url):
 
     def trainer(start: int, end: int) -> subprocess.Popen:
         return subprocess.Popen(
-            [sys.executable, str(REPO / "tests/client/trainer_proc.py"), server.url, str(home),
-             str(start), str(end), str(logged), str(ckpt), "50", "0.004"],
-            env=env, cwd=str(REPO),
+            [
+                sys.executable,
+                str(REPO / "tests/client/trainer_proc.py"),
+                server.url,
+                str(home),
+                str(start),
+                str(end),
+                str(logged),
+                str(ckpt),
+                "50",
+                "0.004",
+            ],
+            env=env,
+            cwd=str(REPO),
         )
 
     try:
@@ -152,17 +164,76 @@ def test_trainer_sigkilled_and_resumed(tmp_path, sqlite_url):
         server.stop()
 
 
+@pytest.mark.timeout(240)
+def test_trainer_sigkilled_without_checkpoint_loses_nothing(tmp_path, sqlite_url):
+    """No flush, no redo: a trainer killed right after log() returned, restarted *after* its
+    last logged step, still has every point on the server (the write-ahead journal)."""
+    server = LiveServer(sqlite_url, home=tmp_path / "srv")
+    server.start()
+    logged, ckpt = tmp_path / "logged.txt", tmp_path / "ckpt.txt"
+    home = tmp_path / "client"
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "SCALEWATCH_FSYNC": "0",
+        # a long spool interval: without the journal, seconds of points live only in memory
+        "SCALEWATCH_SPOOL_INTERVAL": "5",
+    }
+
+    def trainer(start: int, end: int) -> subprocess.Popen:
+        return subprocess.Popen(
+            [
+                sys.executable,
+                str(REPO / "tests/client/trainer_proc.py"),
+                server.url,
+                str(home),
+                str(start),
+                str(end),
+                str(logged),
+                str(ckpt),
+                str(10**9),
+                "0.002",
+            ],
+            env=env,
+            cwd=str(REPO),
+        )
+
+    try:
+        proc = trainer(0, 100_000)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if logged.exists() and len(logged.read_text().split()) >= 500:
+                break
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+        before_kill = sorted({int(s) for s in logged.read_text().split()})
+        assert len(before_kill) >= 500
+        proc = trainer(before_kill[-1] + 1, before_kill[-1] + 51)  # no step is redone
+        assert proc.wait(240) == 0
+        rid = run_id_of(server, "e2e", "sigkill-trainer")
+        stored = {p["step"] for p in server_points(server, rid, "m")}
+        missing = [s for s in before_kill if s not in stored]
+        assert not missing, f"{len(missing)} logged points lost, e.g. {missing[:10]}"
+    finally:
+        server.stop()
+
+
 # ------------------------------------------------------------------------------ 4
 @pytest.mark.timeout(300)
 def test_fault_proxy_exactly_once(tmp_path, sqlite_url):
     server = LiveServer(sqlite_url, home=tmp_path / "srv")
     server.start()
-    faults = {"500_before": 0.15, "500_after": 0.15, "reset_before": 0.1, "reset_after": 0.1,
-              "stall": 0.08}
+    faults = {
+        "500_before": 0.15,
+        "500_after": 0.15,
+        "reset_before": 0.1,
+        "reset_after": 0.1,
+        "stall": 0.08,
+    }
     try:
         with FaultProxy(server.url, faults, seed=7, stall_seconds=2.5) as proxy:
-            run = sw.init("e2e", "faults", url=proxy.url, home=tmp_path / "client",
-                          timeout=1.0)
+            run = sw.init("e2e", "faults", url=proxy.url, home=tmp_path / "client", timeout=1.0)
             n = 6000
             for step in range(n):
                 run.log({"m": step + 0.5}, step=step, compute=float(step))

@@ -17,10 +17,10 @@ def test_finish_sets_status(live_server, tmp_path):
     runs = httpx.get(live_server.url + "/api/v1/runs", params={"project": "p"}).json()["runs"]
     assert runs[0]["status"] == "finished" and runs[0]["last_step"] == 4
 
-    with pytest.raises(ZeroDivisionError):
-        with sw.init(project="p", name="crash", url=live_server.url, home=tmp_path / "h") as r2:
-            r2.log({"reward": 0.5}, step=0, compute=0.0)
-            1 / 0  # noqa: B018
+    crash = sw.init(project="p", name="crash", url=live_server.url, home=tmp_path / "h")
+    with pytest.raises(ZeroDivisionError), crash as r2:
+        r2.log({"reward": 0.5}, step=0, compute=0.0)
+        1 / 0  # noqa: B018
     got = {r["name"]: r["status"] for r in
            httpx.get(live_server.url + "/api/v1/runs", params={"project": "p"}).json()["runs"]}
     assert got == {"ok": "finished", "crash": "failed"}
