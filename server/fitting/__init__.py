@@ -3,7 +3,7 @@
 ``R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B)``, C = cumulative compute (arXiv 2510.13786).
 
 Public API: :class:`FitOptions`, :class:`FitResult`, :func:`fit_curve`, :func:`predict`,
-:func:`predict_band`, :func:`compare_fits`.  ``FitResult.to_dict()`` is the public JSON object;
+:func:`predict_band`, :func:`predict_interval`, :func:`compare_fits`.  ``FitResult.to_dict()`` is the public JSON object;
 ``to_dict(internal=True)`` adds an ``"internal"`` block (parameter draws, noise model, message)
 that :meth:`FitResult.from_dict` needs to redraw the prediction band after a reload.
 
@@ -18,7 +18,10 @@ How ``method="default"`` fits (modules in brackets):
    a better SSR [fit].
 4. 95% intervals: noise inflated by the residuals' autocorrelation time (effective sample size),
    t quantiles, Laplace draws, hulled with the profile-likelihood set read off the grid
-   [intervals].
+   [intervals].  Two kinds: the *curve* band (:func:`predict_band`, what the dashboard shades;
+   ``internal.curve_interval`` at the target) and the *prediction* interval for what the run
+   will show (``predicted_interval`` at the target, :func:`predict_interval` anywhere): the
+   curve band widened by the evaluation noise.
 5. Status: ``insufficient_data`` (< 5 usable points, < 4 distinct compute values, no upward
    signal, collapse), ``unidentified`` (A's interval touches the value range or is wider than
    0.1, or the window does not reach 2 x C_mid with a visible rise; A withheld,
@@ -34,11 +37,14 @@ from numpy.typing import ArrayLike
 
 from .compare import compare_fits
 from .fit import fit_curve
-from .intervals import band
+from .intervals import band, mean_noise_sd, widen
 from .model import FloatArray, curve
 from .result import FitOptions, FitResult
 
-__all__ = ["FitOptions", "FitResult", "compare_fits", "fit_curve", "predict", "predict_band"]
+__all__ = [
+    "FitOptions", "FitResult", "compare_fits", "fit_curve", "predict", "predict_band",
+    "predict_interval",
+]
 
 
 def predict(result: FitResult, compute: ArrayLike) -> FloatArray:
@@ -65,3 +71,23 @@ def predict_band(result: FitResult, compute: ArrayLike) -> tuple[FloatArray, Flo
         nan = np.full(c.shape, np.nan)
         return nan, nan.copy()
     return band(c, np.array(result.draws).reshape(-1, 4), np.array(result.envelope).reshape(-1, 4))
+
+
+def predict_interval(
+    result: FitResult, compute: ArrayLike, n_evals: int = 1
+) -> tuple[FloatArray, FloatArray]:
+    """95% prediction interval (lo, hi) for what the run will *show* at ``compute``.
+
+    ``n_evals=1``: one evaluation there (what ``predicted_interval`` reports at the target);
+    ``n_evals=k``: the mean of ``k`` consecutive evaluations around there (their evaluation
+    noise partly averages out, less so the more it is autocorrelated).  It is the curve band
+    of :func:`predict_band` widened by the evaluation noise; NaN where there is no band.
+    """
+    lo, hi = predict_band(result, compute)
+    if result.eval_sd is None or result.q is None or result.params is None:
+        return lo, hi
+    centre = predict(result, compute)
+    half = result.q * mean_noise_sd(result.eval_sd, result.tau or 1.0, n_evals)
+    p_lo, p_hi = widen(lo, hi, centre, half)
+    v_lo, v_hi = result.value_range
+    return np.maximum(p_lo, v_lo), np.minimum(p_hi, v_hi)

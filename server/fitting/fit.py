@@ -253,6 +253,7 @@ def finish(prep: Prepared, options: FitOptions, pf: PointFit) -> FitResult:
         B=b, C_mid=c_mid, R0=r0, r0_source=prep.r0_source, n_points=n,
         fit_range=prep.fit_range, target_compute=prep.target, rmse=rmse, method="default",
         a_fit=a, sigma=unc.sigma, tau=unc.tau, ssr=pf.ssr, value_range=(lo, hi),
+        eval_sd=unc.eval_sd, q=unc.q,
     )
     # No signal: the fitted gain is not clearly above the noise of the mean level.
     gain_floor = max(2.0 * unc.q * unc.sigma * np.sqrt(unc.tau / n), 0.005)
@@ -291,10 +292,11 @@ def finish(prep: Prepared, options: FitOptions, pf: PointFit) -> FitResult:
         return FitResult(
             status="unidentified", A=None, A_lower_bound=lower, ci=ci,
             predicted_at_target=pred, predicted_interval=unc.predicted_interval,
+            curve_interval=unc.curve_interval,
             message=f"A is not pinned down yet (its 95% interval [{a_lo:.3f}, {a_hi:.3f}] "
                     f"{why}); the run has probably not passed its knee",
             draws=draws, envelope=env, **common)
     return FitResult(
         status="ok", A=a, A_lower_bound=a_lo, ci=ci, predicted_at_target=pred,
-        predicted_interval=unc.predicted_interval, message="", draws=draws, envelope=env,
-        **common)
+        predicted_interval=unc.predicted_interval, curve_interval=unc.curve_interval,
+        message="", draws=draws, envelope=env, **common)

@@ -13,7 +13,15 @@ plain least-squares intervals (which assume independent points) are far too narr
 * **Profile over the global grid.**  Far from the knee the likelihood is a long banana that a
   local approximation misses.  The grid already holds, for every (C_mid, B) cell, the SSR as an
   exact quadratic in A, so the profile-likelihood set ``SSR <= SSR_min + q^2 sigma^2 tau`` is
-  free to evaluate; A's interval, the prediction interval and the band are the hull of both.
+  free to evaluate; A's interval, the curve's interval at the target and the band are the hull
+  of both.
+* **Prediction interval for an evaluation.**  Users compare a forecast with the evaluation the
+  run will *show* at the target, not with the (unobservable) mean curve.  That evaluation is the
+  curve plus evaluation noise, so ``predicted_interval`` widens the curve's interval on each side
+  by the noise (root sum of squares of the two 95% half-widths).  The noise of one evaluation is
+  the residuals' marginal standard deviation, corrected for the degrees of freedom the fit soaks
+  up from correlated noise (``eval_sd``); the noise of the mean of ``k`` consecutive evaluations
+  follows from the AR(1) coefficient implied by ``tau`` (:func:`mean_noise_sd`).
 """
 
 from __future__ import annotations
@@ -71,7 +79,9 @@ class Uncertainty:
     ci_a: tuple[float, float]
     ci_b: tuple[float, float]
     ci_cmid: tuple[float, float]
-    predicted_interval: tuple[float, float] | None
+    predicted_interval: tuple[float, float] | None  # one evaluation at the target
+    curve_interval: tuple[float, float] | None  # the mean curve at the target
+    eval_sd: float  # standard deviation of one evaluation around the curve
     draws: FloatArray  # rows (A, B, C_mid, R0)
     envelope: FloatArray  # rows (A, B, C_mid, R0)
 
@@ -82,6 +92,42 @@ def _noise(e: FloatArray, p: int) -> tuple[float, float, float]:
     tau = autocorr_time(e)
     dof = max(n / tau - p, 2.0)
     return sigma, tau, float(stats.t.ppf(0.975, dof))
+
+
+def eval_sd(sigma: float, tau: float, n: int, p: int) -> float:
+    """Marginal standard deviation of one evaluation around the curve.
+
+    ``sigma`` divides the SSR by ``n - p``, which is unbiased for independent noise only.  With
+    correlated noise each parameter absorbs about ``tau`` points' worth of (low-frequency) noise,
+    so the residuals under-represent it: ``E[SSR] ~= sigma_marg^2 (n - p tau)``.  The divisor is
+    floored at ``n / 2`` (at most a 41% correction) so a short, strongly correlated series does
+    not blow it up; those fits are unidentified and wide anyway.
+    """
+    ssr = sigma * sigma * max(n - p, 1)
+    return float(np.sqrt(ssr / max(n - p * tau, n / 2.0, 1.0)))
+
+
+def mean_noise_sd(sd: float, tau: float, k: int) -> float:
+    """Standard deviation of the mean of ``k`` consecutive evaluations (AR(1) with ``tau``).
+
+    ``rho = (tau - 1) / (tau + 1)`` is the AR(1) coefficient whose autocorrelation time is ``tau``;
+    ``Var(mean) = sd^2 / k^2 * sum_ij rho^|i-j|``.  ``k = 1`` gives ``sd``.
+    """
+    k = max(int(k), 1)
+    rho = (max(tau, 1.0) - 1.0) / (max(tau, 1.0) + 1.0)
+    lags = np.arange(1, k)
+    s = k + 2.0 * float(np.sum((k - lags) * rho**lags))
+    return float(sd * np.sqrt(s) / k)
+
+
+def widen(
+    lo: FloatArray, hi: FloatArray, center: FloatArray, half_noise: float | FloatArray
+) -> tuple[FloatArray, FloatArray]:
+    """Add a symmetric 95% noise half-width to each side of an interval (root sum of squares)."""
+    lo, hi, center = (np.asarray(v, dtype=float) for v in (lo, hi, center))
+    d_lo = np.maximum(center - lo, 0.0)
+    d_hi = np.maximum(hi - center, 0.0)
+    return (center - np.hypot(d_lo, half_noise), center + np.hypot(d_hi, half_noise))
 
 
 def analyse(
@@ -105,6 +151,7 @@ def analyse(
     e = y - (r0 + (a - r0) * frac(x, m, b))
     sigma, tau, q = _noise(e, p)
     s2 = sigma * sigma * tau
+    sd_eval = eval_sd(sigma, tau, int(e.size), p)
 
     jac = jacobian_x(x, a, m, b, r0, fit_r0)
     cov = s2 * np.linalg.pinv(jac.T @ jac)
@@ -116,6 +163,7 @@ def analyse(
     draws = np.empty((0, 4))
     envelope = np.empty((0, 4))
     pred_iv: tuple[float, float] | None = None
+    curve_iv: tuple[float, float] | None = None
     if full:
         # Laplace draws, widened from z to t so small n_eff is not overconfident.
         rng = np.random.default_rng(seed)
@@ -166,8 +214,12 @@ def analyse(
                 env_rows.append(cand[idx])
         envelope = np.concatenate(env_rows) if env_rows else np.empty((0, 4))
         if target is not None:
-            pred_iv = band(np.array([target]), draws, envelope)
-            pred_iv = (float(pred_iv[0][0]), float(pred_iv[1][0]))
+            t = np.array([target])
+            c_lo, c_hi = band(t, draws, envelope)
+            curve_iv = (float(c_lo[0]), float(c_hi[0]))
+            centre = r0 + (a - r0) * frac(np.log(max(target, 1e-300) / c0), m, b)
+            p_lo, p_hi = widen(c_lo, c_hi, np.array([centre]), q * sd_eval)
+            pred_iv = (float(max(p_lo[0], lo)), float(min(p_hi[0], hi)))
 
     ci_a = [max(ci_a[0], lo), min(ci_a[1], hi)]
     ci_m = [max(ci_m[0], -M_CLIP), min(ci_m[1], M_CLIP)]
@@ -176,7 +228,7 @@ def analyse(
         ci_a=(float(ci_a[0]), float(ci_a[1])),
         ci_b=(float(max(ci_b[0], 0.0)), float(ci_b[1])),
         ci_cmid=(float(c0 * np.exp(ci_m[0])), float(c0 * np.exp(ci_m[1]))),
-        predicted_interval=pred_iv,
+        predicted_interval=pred_iv, curve_interval=curve_iv, eval_sd=sd_eval,
         draws=draws, envelope=envelope,
     )
 

@@ -53,7 +53,11 @@ class FitResult:
     Public fields map 1:1 onto :meth:`to_dict`.  The remaining fields are internal state: the
     point estimate even when A is withheld (``a_fit``), the noise model, a small sample of
     parameter draws and an envelope of extreme parameter sets for prediction bands, and the
-    raw SSR used by warm starts.  ``to_dict(internal=True)`` adds them under ``"internal"`` so
+    raw SSR used by warm starts.
+
+    ``predicted_interval`` is a 95% *prediction* interval for one evaluation of the run at
+    ``target_compute`` (curve uncertainty plus evaluation noise); ``curve_interval`` (internal)
+    is the 95% interval of the mean curve there, i.e. :func:`predict_band` at the target.  ``to_dict(internal=True)`` adds them under ``"internal"`` so
     a stored result can be reloaded with :meth:`from_dict` and still draw its band.
     """
 
@@ -77,6 +81,9 @@ class FitResult:
     a_fit: float | None = None  # point estimate of A, kept even when status != ok
     sigma: float | None = None  # residual standard deviation
     tau: float | None = None  # integrated autocorrelation time of the residuals
+    eval_sd: float | None = None  # standard deviation of one evaluation around the curve
+    q: float | None = None  # the 95% t quantile used for the intervals
+    curve_interval: Pair | None = None  # 95% interval of the mean curve at the target
     ssr: float | None = None
     value_range: Pair = (0.0, 1.0)
     draws: tuple[Params, ...] = field(default=(), repr=False)
@@ -116,6 +123,9 @@ class FitResult:
                 "a_fit": _num(self.a_fit),
                 "sigma": _num(self.sigma),
                 "tau": _num(self.tau),
+                "eval_sd": _num(self.eval_sd),
+                "q": _num(self.q),
+                "curve_interval": _pair(self.curve_interval),
                 "ssr": _num(self.ssr),
                 "value_range": list(self.value_range),
                 "draws": [[round(float(v), 7) for v in d] for d in self.draws],
@@ -156,6 +166,9 @@ class FitResult:
             a_fit=a_fit,
             sigma=internal.get("sigma"),
             tau=internal.get("tau"),
+            eval_sd=internal.get("eval_sd"),
+            q=internal.get("q"),
+            curve_interval=pair(internal.get("curve_interval")),
             ssr=internal.get("ssr"),
             value_range=tuple(internal.get("value_range", (0.0, 1.0))),  # type: ignore[arg-type]
             draws=tuple(tuple(p) for p in internal.get("draws", ())),  # type: ignore[misc]
