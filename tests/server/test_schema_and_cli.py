@@ -6,7 +6,6 @@ import os
 import subprocess
 import sys
 
-import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, inspect, text
 
@@ -40,18 +39,20 @@ def test_upgrade_from_empty_creates_every_table(empty_database_url):
     engine.dispose()
 
 
-def test_server_refuses_an_out_of_date_postgres_schema(backend, empty_database_url, tmp_path):
-    if backend != "postgresql":
-        pytest.skip("the refusal applies to server databases; SQLite upgrades itself")
-    engine = create_engine(empty_database_url)
-    upgrade(engine, "0001")
-    if head_revision(engine) == "0001":
-        with engine.begin() as conn:  # simulate an older deployment
-            conn.execute(text("UPDATE alembic_version SET version_num = 'base_old'"))
+def test_server_refuses_an_out_of_date_postgres_schema(postgres, tmp_path):
+    """PostgreSQL only: a server database is upgraded deliberately (SQLite upgrades itself,
+    see test_sqlite_is_upgraded_automatically)."""
+    from tests.support.databases import require_postgres
+
+    require_postgres(postgres)
+    url = postgres.new_database(migrated=False)
+    engine = create_engine(url)
+    upgrade(engine, "0001")  # an older deployment
+    assert head_revision(engine) != "0001"
     out = run_cli(
         "serve",
         "--database-url",
-        empty_database_url,
+        url,
         "--port",
         "1",
         env={"SCALEWATCH_HOME": str(tmp_path)},
@@ -60,6 +61,7 @@ def test_server_refuses_an_out_of_date_postgres_schema(backend, empty_database_u
     assert out.returncode == 2
     assert "scalewatch db upgrade" in out.stderr
     engine.dispose()
+    postgres.drop(url)
 
 
 def test_sqlite_is_upgraded_automatically(tmp_path):
