@@ -3,9 +3,10 @@
 ``R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B)``, C = cumulative compute (arXiv 2510.13786).
 
 Public API: :class:`FitOptions`, :class:`FitResult`, :func:`fit_curve`, :func:`predict`,
-:func:`predict_band`, :func:`predict_interval`, :func:`compare_fits`.  ``FitResult.to_dict()`` is the public JSON object;
-``to_dict(internal=True)`` adds an ``"internal"`` block (parameter draws, noise model, message)
-that :meth:`FitResult.from_dict` needs to redraw the prediction band after a reload.
+:func:`predict_band`, :func:`predict_interval`, :func:`compare_fits`.
+``FitResult.to_dict()`` is the public JSON object; ``to_dict(internal=True)`` adds an
+``"internal"`` block (parameter draws, noise model, curve interval, message) that
+:meth:`FitResult.from_dict` needs to redraw the bands after a reload.
 
 How ``method="default"`` fits (modules in brackets):
 
@@ -21,7 +22,8 @@ How ``method="default"`` fits (modules in brackets):
    [intervals].  Two kinds: the *curve* band (:func:`predict_band`, what the dashboard shades;
    ``internal.curve_interval`` at the target) and the *prediction* interval for what the run
    will show (``predicted_interval`` at the target, :func:`predict_interval` anywhere): the
-   curve band widened by the evaluation noise.
+   curve band widened by the evaluation noise and, beyond the fit window, by an allowance for
+   misspecification that grows with ln(compute / window end).
 5. Status: ``insufficient_data`` (< 5 usable points, < 4 distinct compute values, no upward
    signal, collapse), ``unidentified`` (A's interval touches the value range or is wider than
    0.1, or the window does not reach 2 x C_mid with a visible rise; A withheld,
@@ -37,7 +39,7 @@ from numpy.typing import ArrayLike
 
 from .compare import compare_fits
 from .fit import fit_curve
-from .intervals import band, mean_noise_sd, widen
+from .intervals import band, extra_half_width, mean_noise_sd, widen
 from .model import FloatArray, curve
 from .result import FitOptions, FitResult
 
@@ -74,20 +76,29 @@ def predict_band(result: FitResult, compute: ArrayLike) -> tuple[FloatArray, Flo
 
 
 def predict_interval(
-    result: FitResult, compute: ArrayLike, n_evals: int = 1
+    result: FitResult, compute: ArrayLike, n_evals: int = 1, misspecification: bool = True
 ) -> tuple[FloatArray, FloatArray]:
     """95% prediction interval (lo, hi) for what the run will *show* at ``compute``.
 
     ``n_evals=1``: one evaluation there (what ``predicted_interval`` reports at the target);
     ``n_evals=k``: the mean of ``k`` consecutive evaluations around there (their evaluation
     noise partly averages out, less so the more it is autocorrelated).  It is the curve band
-    of :func:`predict_band` widened by the evaluation noise; NaN where there is no band.
+    of :func:`predict_band` widened by the evaluation noise and, beyond the fit window, by the
+    misspecification allowance (``drift_sd`` per unit ln(compute / window end)); NaN where
+    there is no band.  ``misspecification=False`` leaves the allowance out: the interval is
+    then exact-model statistics only (~95% when the curve really is a sigmoid; the default is
+    somewhat wider there, by design).
     """
     lo, hi = predict_band(result, compute)
-    if result.eval_sd is None or result.q is None or result.params is None:
+    if (result.eval_sd is None or result.q is None or result.params is None
+            or result.fit_range is None):
         return lo, hi
-    centre = predict(result, compute)
-    half = result.q * mean_noise_sd(result.eval_sd, result.tau or 1.0, n_evals)
+    c = np.asarray(compute, dtype=float)
+    centre = predict(result, c)
+    with np.errstate(divide="ignore"):
+        beyond = np.log(np.maximum(c, 1e-300) / result.fit_range[1])
+    half = extra_half_width(result.q, mean_noise_sd(result.eval_sd, result.tau or 1.0, n_evals),
+                            (result.drift_sd or 0.0) if misspecification else 0.0, beyond)
     p_lo, p_hi = widen(lo, hi, centre, half)
     v_lo, v_hi = result.value_range
     return np.maximum(p_lo, v_lo), np.minimum(p_hi, v_hi)

@@ -253,7 +253,7 @@ def finish(prep: Prepared, options: FitOptions, pf: PointFit) -> FitResult:
         B=b, C_mid=c_mid, R0=r0, r0_source=prep.r0_source, n_points=n,
         fit_range=prep.fit_range, target_compute=prep.target, rmse=rmse, method="default",
         a_fit=a, sigma=unc.sigma, tau=unc.tau, ssr=pf.ssr, value_range=(lo, hi),
-        eval_sd=unc.eval_sd, q=unc.q,
+        eval_sd=unc.eval_sd, drift_sd=unc.drift_sd, q=unc.q,
     )
     # No signal: the fitted gain is not clearly above the noise of the mean level.
     gain_floor = max(2.0 * unc.q * unc.sigma * np.sqrt(unc.tau / n), 0.005)

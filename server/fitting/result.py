@@ -53,12 +53,14 @@ class FitResult:
     Public fields map 1:1 onto :meth:`to_dict`.  The remaining fields are internal state: the
     point estimate even when A is withheld (``a_fit``), the noise model, a small sample of
     parameter draws and an envelope of extreme parameter sets for prediction bands, and the
-    raw SSR used by warm starts.
+    raw SSR used by warm starts.  ``to_dict(internal=True)`` adds them under ``"internal"`` so
+    a stored result can be reloaded with :meth:`from_dict` and still draw its band.
 
     ``predicted_interval`` is a 95% *prediction* interval for one evaluation of the run at
-    ``target_compute`` (curve uncertainty plus evaluation noise); ``curve_interval`` (internal)
-    is the 95% interval of the mean curve there, i.e. :func:`predict_band` at the target.  ``to_dict(internal=True)`` adds them under ``"internal"`` so
-    a stored result can be reloaded with :meth:`from_dict` and still draw its band.
+    ``target_compute`` (curve uncertainty, evaluation noise and an allowance for the sigmoid
+    being only approximately right, growing with ln(target / window end); see
+    ``server/fitting/intervals.py``).  ``curve_interval`` (internal) is the 95% interval of
+    the mean curve there, i.e. :func:`predict_band` at the target.
     """
 
     status: str
@@ -82,6 +84,7 @@ class FitResult:
     sigma: float | None = None  # residual standard deviation
     tau: float | None = None  # integrated autocorrelation time of the residuals
     eval_sd: float | None = None  # standard deviation of one evaluation around the curve
+    drift_sd: float | None = None  # misspecification allowance per unit ln(C / window end)
     q: float | None = None  # the 95% t quantile used for the intervals
     curve_interval: Pair | None = None  # 95% interval of the mean curve at the target
     ssr: float | None = None
@@ -124,6 +127,7 @@ class FitResult:
                 "sigma": _num(self.sigma),
                 "tau": _num(self.tau),
                 "eval_sd": _num(self.eval_sd),
+                "drift_sd": _num(self.drift_sd),
                 "q": _num(self.q),
                 "curve_interval": _pair(self.curve_interval),
                 "ssr": _num(self.ssr),
@@ -167,6 +171,7 @@ class FitResult:
             sigma=internal.get("sigma"),
             tau=internal.get("tau"),
             eval_sd=internal.get("eval_sd"),
+            drift_sd=internal.get("drift_sd"),
             q=internal.get("q"),
             curve_interval=pair(internal.get("curve_interval")),
             ssr=internal.get("ssr"),
