@@ -43,10 +43,11 @@ def _within_30s(server: LiveServer, c: httpx.Client, t0: float) -> list[dict[str
         runs = _runs(c)
         fitted = [r for r in runs if r["fit"] is not None]
         real = [r for r in runs if r["project"] == REAL_PROJECT and r["status"] == "finished"]
-        ok = len(runs) >= 6 and len(fitted) >= 3 and len(real) == 3
+        live = [r for r in fitted if r["project"] == DEMO_PROJECT]
+        ok = len(runs) >= 6 and len(fitted) >= 3 and len(real) == 3 and len(live) >= 2
         return runs if ok else None
 
-    runs = _wait("≥ 6 runs, ≥ 3 fitted, 3 finished real runs", ready, t0 + 30, server)
+    runs = _wait("≥ 6 runs, ≥ 3 fitted (≥ 2 live), 3 finished real runs", ready, t0 + 30, server)
     sim = [r for r in runs if r["project"] == DEMO_PROJECT and r["fit"] is not None]
     assert len(sim) >= 2, runs
     r = c.get("/api/v1/compare", params=[("run", sim[0]["id"]), ("run", sim[1]["id"])])
@@ -88,6 +89,7 @@ def test_demo_no_auth_then_restart_resumes(tmp_path: Path, sqlite_url: str) -> N
         server.stop()
         server.start()
         with server.client() as c:
+
             def all_finished() -> list[dict[str, Any]] | None:
                 runs = _runs(c)
                 return runs if all(r["status"] == "finished" for r in runs) else None
@@ -102,13 +104,15 @@ def test_demo_no_auth_then_restart_resumes(tmp_path: Path, sqlite_url: str) -> N
                     continue
                 key = next(k for k in DEMO_PRESETS if PRESETS[k].name == run["name"])
                 traj = generate(PRESETS[key], 0)
-                pts = c.get(f"/api/v1/runs/{run['id']}/points",
-                            params={"metric": "val_pass_rate"}).json()["points"]
+                pts = c.get(
+                    f"/api/v1/runs/{run['id']}/points", params={"metric": "val_pass_rate"}
+                ).json()["points"]
                 steps = [p["step"] for p in pts]
                 assert steps == traj.eval_steps.tolist(), run["name"]  # each exactly once
                 assert np.allclose([p["value"] for p in pts], traj.val_pass_rate)
-                reward = c.get(f"/api/v1/runs/{run['id']}/points",
-                               params={"metric": "reward"}).json()
+                reward = c.get(
+                    f"/api/v1/runs/{run['id']}/points", params={"metric": "reward"}
+                ).json()
                 assert reward["total"] == PRESETS[key].n_steps, run["name"]
         # A third start finds everything finished and adds nothing.
         server.stop()
