@@ -164,3 +164,27 @@ def test_scripts_run_serves_the_embedded_default(tmp_path):
     finally:
         os.killpg(proc.pid, 15)
         proc.wait(30)
+
+
+@pytest.mark.timeout(180)
+def test_readme_simulate_command(server, tmp_path):
+    [cmd] = shell_commands("scalewatch simulate")
+    cmd = cmd.replace("http://127.0.0.1:8765", server.url)
+    env = {
+        **os.environ,
+        "SCALEWATCH_TOKEN": server.admin_token,
+        "SCALEWATCH_HOME": str(tmp_path / "sim"),
+    }
+    bin_dir = Path(sys.executable).parent
+    out = subprocess.run(
+        ["bash", "-c", f"PATH={bin_dir}:$PATH {cmd}"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=170,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    with server.client() as http:
+        runs = http.get("/api/v1/runs", params={"project": "scalerl-sim"}).json()["runs"]
+        assert len(runs) == 1 and runs[0]["status"] == "finished"
+        assert runs[0]["fit"] is not None
