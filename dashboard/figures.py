@@ -241,8 +241,11 @@ def fit_caption(fit: dict[str, Any] | None, unit: str) -> str:
         f"C_mid = {fmt(fit.get('C_mid'))}",
     ]
     if fit.get("predicted_at_target") is not None and fit.get("target_compute"):
+        pi = fit.get("predicted_interval") or [None, None]
+        band = f" [{pi[0]:.3f}, {pi[1]:.3f}]" if None not in pi else ""
         parts.append(
-            f"predicted {fit['predicted_at_target']:.3f} at {fmt(fit['target_compute'])} {unit}"
+            f"predicted {fit['predicted_at_target']:.3f}{band} at "
+            f"{fmt(fit['target_compute'])} {unit}"
         )
     if fit.get("A") is None:
         parts.append("asymptote not identified yet")
