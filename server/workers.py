@@ -7,6 +7,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from server.alerts.service import start_alert_workers
 from server.refit import Refitter
 
 log = logging.getLogger("scalewatch")
@@ -17,15 +18,9 @@ def start_workers(app: FastAPI) -> list[Any]:
     store = app.state.store
     listeners: list[Any] = []
     workers: list[Any] = []
-    try:
-        from server.alerts.service import start_alert_workers
-    except ModuleNotFoundError as exc:
-        if exc.name not in ("server.alerts", "server.alerts.service"):
-            raise
-    else:
-        alert_workers, alert_listener = start_alert_workers(app)
-        workers.extend(alert_workers)
-        listeners.append(alert_listener)
+    alert_workers, alert_listener = start_alert_workers(app)
+    workers.extend(alert_workers)
+    listeners.append(alert_listener)
     refitter = Refitter(
         store, poll_interval=settings.refit_interval, metrics=app.state.metrics, listeners=listeners
     ).start()

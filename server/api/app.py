@@ -13,50 +13,31 @@ from sqlalchemy.exc import DataError, OperationalError
 
 from server.api.deps import TokenCache
 from server.api.guards import RejectNulMiddleware
-from server.api.routes import health, points, runs, tokens
+from server.api.routes import alerts, fits, health, points, runs, tokens
 from server.api.telemetry import Metrics, MetricsMiddleware
 from server.config import Settings
 from server.db.engine import make_engine
 from server.db.migrate import ensure_schema
 from server.store import SqlStore
+from server.workers import start_workers
 
 log = logging.getLogger("scalewatch")
 
-ROUTERS = [health.router, runs.router, points.router, tokens.router]
-
-
-def _optional_routers() -> list:
-    """Routers of capabilities that live in their own packages (fits, alerts)."""
-    found = []
-    for module in ("server.api.routes.fits", "server.api.routes.alerts"):
-        try:
-            mod = __import__(module, fromlist=["router"])
-        except ModuleNotFoundError as exc:
-            if exc.name != module:
-                raise
-            continue
-        found.append(mod.router)
-    return found
-
-
-def _start_workers(app: FastAPI) -> list:
-    workers = []
-    try:
-        from server.workers import start_workers
-    except ModuleNotFoundError as exc:
-        if exc.name != "server.workers":
-            raise
-        return workers
-    return start_workers(app)
+ROUTERS = [
+    health.router,
+    runs.router,
+    points.router,
+    fits.router,
+    alerts.router,
+    tokens.router,
+]
 
 
 def _mount_dashboard(app: FastAPI) -> None:
-    try:
-        from dashboard.app import mount_dashboard
-    except ModuleNotFoundError as exc:
-        if exc.name not in ("dashboard.app", "dashboard"):
-            raise
-        return
+    # Imported here, not at the top: an API-only process (SCALEWATCH_DASHBOARD=0) never loads
+    # Dash, and the dashboard itself imports from the server package.
+    from dashboard.app import mount_dashboard
+
     mount_dashboard(app)
 
     @app.get("/", include_in_schema=False)
@@ -72,7 +53,7 @@ def create_app(settings: Settings, store: SqlStore | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        workers = _start_workers(app) if settings.workers_enabled else []
+        workers = start_workers(app) if settings.workers_enabled else []
         try:
             yield
         finally:
@@ -122,7 +103,7 @@ def create_app(settings: Settings, store: SqlStore | None = None) -> FastAPI:
         log.warning("database unavailable: %s", exc)
         return JSONResponse({"detail": "database unavailable, retry later"}, status_code=503)
 
-    for router in ROUTERS + _optional_routers():
+    for router in ROUTERS:
         app.include_router(router)
 
     if settings.dashboard_enabled:

@@ -128,15 +128,6 @@ class FitsMixin:
             s.rollback()  # read-only: end the snapshot
         return int(requested or 0), [r[0] for r in rows], [r[1] for r in rows]
 
-    def series_arrays(self, series_id: int) -> tuple[list[float], list[float]]:
-        with self.session() as s:  # type: ignore[attr-defined]
-            rows = s.execute(
-                select(Point.compute, Point.value)
-                .where(Point.series_id == series_id)
-                .order_by(Point.step)
-            ).all()
-            return [r[0] for r in rows], [r[1] for r in rows]
-
     def fit_context(self, run_id: int) -> dict[str, Any]:
         """What the fitter needs to know about a run: settings, target, fit metric."""
         with self.session() as s:  # type: ignore[attr-defined]

@@ -52,14 +52,11 @@ class FitRequest(BaseModel):
         return self
 
 
-_latest_or_fresh = latest_or_fresh
-
-
 @router.get("/runs/{run_id}/fit", responses=NOT_FOUND)
 def latest_fit(run_id: RunId, store: StoreDep, metric: MetricQ = None) -> dict:
     """The latest fit of a metric (the result object, plus metric, fit_id, fitted_at)."""
     try:
-        return public_fit(_latest_or_fresh(store, run_id, metric)) or {}
+        return public_fit(latest_or_fresh(store, run_id, metric)) or {}
     except NotFound as exc:
         raise HTTPException(404, str(exc)) from exc
 
