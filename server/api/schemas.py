@@ -34,6 +34,12 @@ def _check_json(value: dict[str, Any], what: str) -> dict[str, Any]:
     return value
 
 
+def _check_notes(notes: str | None) -> str | None:
+    if notes is not None and "\x00" in notes:
+        raise ValueError("notes must not contain NUL characters")
+    return notes
+
+
 def _check_tags(tags: list[str] | None) -> list[str] | None:
     if tags is None:
         return None
@@ -82,12 +88,7 @@ class RunCreate(BaseModel):
     def _names(cls, v: str | None) -> str | None:
         return None if v is None else _clean(v, "names")
 
-    @field_validator("notes")
-    @classmethod
-    def _notes(cls, v: str | None) -> str | None:
-        if v is not None and "\x00" in v:
-            raise ValueError("notes must not contain NUL characters")
-        return v
+    _notes = field_validator("notes")(classmethod(lambda cls, v: _check_notes(v)))
 
     @field_validator("config")
     @classmethod
@@ -111,12 +112,7 @@ class RunPatch(BaseModel):
     def _metric(cls, v: str | None) -> str | None:
         return None if v is None else _clean(v, "fit_metric")
 
-    @field_validator("notes")
-    @classmethod
-    def _notes(cls, v: str | None) -> str | None:
-        if v is not None and "\x00" in v:
-            raise ValueError("notes must not contain NUL characters")
-        return v
+    _notes = field_validator("notes")(classmethod(lambda cls, v: _check_notes(v)))
 
     _tags = field_validator("tags")(classmethod(lambda cls, v: _check_tags(v)))
 

@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session, selectinload
 
 from server.db.models import Fit, Project, Run, RunTag, Series, utcnow
 from server.store.base import NotFound, RunQuery
-from server.store.common import dialect_insert, fit_summary, iso
+from server.store.common import dialect_insert, iso
 
 DEFAULT_FIT_METRICS = ("val_pass_rate", "reward")
 PATCHABLE = {"status", "tags", "notes", "target_compute", "fit_metric", "fit_settings", "config"}
@@ -192,19 +192,12 @@ class RunsMixin:
                 wanted[run_id] = fit_id
         fits = {}
         if wanted:
-            # The summary column, written with each fit: a stored result also carries
-            # parameter draws (tens of kB), and decoding them for every run of a 1,000-run list
-            # dominated the request.
-            rows = s.execute(select(Fit.id, Fit.summary).where(Fit.id.in_(wanted.values()))).all()
-            fits = {fid: summary for fid, summary in rows if summary is not None}
-            missing = [fid for fid, summary in rows if summary is None]
-            if missing:  # fits stored before the column existed
-                fits.update(
-                    (fid, fit_summary(result))
-                    for fid, result in s.execute(
-                        select(Fit.id, Fit.result).where(Fit.id.in_(missing))
-                    )
-                )
+            # The summary column, written with each fit (migration 0003 filled it for every
+            # series' latest fit): a stored result also carries parameter draws (tens of kB),
+            # and decoding them for every run of a 1,000-run list dominated the request.
+            fits = dict(
+                s.execute(select(Fit.id, Fit.summary).where(Fit.id.in_(wanted.values()))).all()
+            )
         out = []
         for run_id in ids:
             run = runs.get(run_id)
