@@ -111,48 +111,70 @@ def test_server_sigkilled_and_restarted(tmp_path, database_url):
 
 
 # ------------------------------------------------------------------------------ 3
-@pytest.mark.timeout(300)
-def test_trainer_sigkilled_and_resumed(tmp_path, sqlite_url):
-    server = LiveServer(sqlite_url, home=tmp_path / "srv")
-    server.start()
-    logged, ckpt = tmp_path / "logged.txt", tmp_path / "ckpt.txt"
-    home = tmp_path / "client"
-    env = {**os.environ, "PYTHONPATH": str(REPO), "SCALEWATCH_FSYNC": "0"}
+class KillableTrainer:
+    """tests/client/trainer_proc.py in a subprocess: it appends each step to `logged` after
+    log() returned and checkpoints (flush + `ckpt`) every `ckpt_every` steps."""
 
-    def trainer(start: int, end: int) -> subprocess.Popen:
+    def __init__(
+        self,
+        server: LiveServer,
+        tmp_path: Path,
+        ckpt_every: int,
+        pause: float,
+        extra_env: dict[str, str] | None = None,
+    ) -> None:
+        self.server = server
+        self.logged, self.ckpt = tmp_path / "logged.txt", tmp_path / "ckpt.txt"
+        self.home = tmp_path / "client"
+        self.args = [str(ckpt_every), str(pause)]
+        self.env = {
+            **os.environ,
+            "PYTHONPATH": str(REPO),
+            "SCALEWATCH_FSYNC": "0",
+            **(extra_env or {}),
+        }
+
+    def start(self, start: int, end: int) -> subprocess.Popen:
         return subprocess.Popen(
             [
                 sys.executable,
                 str(REPO / "tests/client/trainer_proc.py"),
-                server.url,
-                str(home),
+                self.server.url,
+                str(self.home),
                 str(start),
                 str(end),
-                str(logged),
-                str(ckpt),
-                "50",
-                "0.004",
+                str(self.logged),
+                str(self.ckpt),
+                *self.args,
             ],
-            env=env,
+            env=self.env,
             cwd=str(REPO),
         )
 
-    try:
-        proc = trainer(0, 100_000)
+    def kill_after(self, proc: subprocess.Popen, n_logged: int) -> list[int]:
+        """SIGKILL once `n_logged` steps were logged; returns the steps logged before it."""
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            lines = logged.read_text().split() if logged.exists() else []
-            if len(lines) >= 700:
+            if self.logged.exists() and len(self.logged.read_text().split()) >= n_logged:
                 break
             time.sleep(0.05)
         proc.send_signal(signal.SIGKILL)
         proc.wait(30)
-        before_kill = sorted({int(s) for s in logged.read_text().split()})
+        return sorted({int(s) for s in self.logged.read_text().split()})
+
+
+@pytest.mark.timeout(300)
+def test_trainer_sigkilled_and_resumed(tmp_path, sqlite_url):
+    server = LiveServer(sqlite_url, home=tmp_path / "srv")
+    server.start()
+    trainer = KillableTrainer(server, tmp_path, ckpt_every=50, pause=0.004)
+    try:
+        before_kill = trainer.kill_after(trainer.start(0, 100_000), 700)
         assert len(before_kill) >= 700
         # The restarted trainer resumes from its last checkpoint and redoes later steps.
-        resume = int(ckpt.read_text()) + 1
+        resume = int(trainer.ckpt.read_text()) + 1
         end = before_kill[-1] + 200
-        proc = trainer(resume, end)
+        proc = trainer.start(resume, end)
         assert proc.wait(240) == 0
         rid = run_id_of(server, "e2e", "sigkill-trainer")
         stored = {p["step"]: p["value"] for p in server_points(server, rid, "m")}
@@ -170,46 +192,18 @@ def test_trainer_sigkilled_without_checkpoint_loses_nothing(tmp_path, sqlite_url
     last logged step, still has every point on the server (the write-ahead journal)."""
     server = LiveServer(sqlite_url, home=tmp_path / "srv")
     server.start()
-    logged, ckpt = tmp_path / "logged.txt", tmp_path / "ckpt.txt"
-    home = tmp_path / "client"
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(REPO),
-        "SCALEWATCH_FSYNC": "0",
-        # a long spool interval: without the journal, seconds of points live only in memory
-        "SCALEWATCH_SPOOL_INTERVAL": "5",
-    }
-
-    def trainer(start: int, end: int) -> subprocess.Popen:
-        return subprocess.Popen(
-            [
-                sys.executable,
-                str(REPO / "tests/client/trainer_proc.py"),
-                server.url,
-                str(home),
-                str(start),
-                str(end),
-                str(logged),
-                str(ckpt),
-                str(10**9),
-                "0.002",
-            ],
-            env=env,
-            cwd=str(REPO),
-        )
-
+    # A long spool interval: without the journal, seconds of points live only in memory.
+    trainer = KillableTrainer(
+        server,
+        tmp_path,
+        ckpt_every=10**9,
+        pause=0.002,
+        extra_env={"SCALEWATCH_SPOOL_INTERVAL": "5"},
+    )
     try:
-        proc = trainer(0, 100_000)
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            if logged.exists() and len(logged.read_text().split()) >= 500:
-                break
-            time.sleep(0.05)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(30)
-        before_kill = sorted({int(s) for s in logged.read_text().split()})
+        before_kill = trainer.kill_after(trainer.start(0, 100_000), 500)
         assert len(before_kill) >= 500
-        proc = trainer(before_kill[-1] + 1, before_kill[-1] + 51)  # no step is redone
+        proc = trainer.start(before_kill[-1] + 1, before_kill[-1] + 51)  # no step is redone
         assert proc.wait(240) == 0
         rid = run_id_of(server, "e2e", "sigkill-trainer")
         stored = {p["step"] for p in server_points(server, rid, "m")}
