@@ -51,7 +51,6 @@ class Settings:
     workers_enabled: bool = True
     dashboard_enabled: bool = True  # API-only deployments can leave the Dash app out
     refit_interval: float = 0.5  # how often the refitter polls for dirty (run, metric) pairs
-    interval_refresh: float = 10.0  # intervals are recomputed at most this often per series
     # Alerts: how often `stalled` rules are checked; webhook retry base delay (doubles per
     # attempt, jittered, capped at an hour), attempts before giving up, per-request timeout.
     alert_interval: float = 15.0
@@ -97,7 +96,6 @@ def load_settings(**overrides: object) -> Settings:
         workers_enabled=_env_bool("SCALEWATCH_WORKERS", True),
         dashboard_enabled=_env_bool("SCALEWATCH_DASHBOARD", True),
         refit_interval=_env_float("SCALEWATCH_REFIT_INTERVAL", 0.5),
-        interval_refresh=_env_float("SCALEWATCH_INTERVAL_REFRESH", 10.0),
         alert_interval=_env_float("SCALEWATCH_ALERT_INTERVAL", 15.0),
         webhook_backoff=_env_float("SCALEWATCH_WEBHOOK_BACKOFF", 30.0),
         webhook_max_attempts=_env_int("SCALEWATCH_WEBHOOK_MAX_ATTEMPTS", 20),
