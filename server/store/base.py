@@ -1,22 +1,33 @@
 """The storage interface: what the API, refitter, alerts and dashboard may ask of the database.
 
+One `Store` made of one Protocol per concern, so a caller that needs one concern can say so:
+`RunStore` (runs, projects, points), `FitStore` (the refit queue, fit history, the fit reads of
+alert evaluation), `AlertStore` (rules, alerts), `OutboxStore` (webhook deliveries) and
+`TokenStore` (API tokens). `SqlStore` implements all of them.
+
 Everything returns plain dicts/dataclasses, never ORM objects, so callers cannot lazily load
 rows outside a transaction and the web layer stays independent of SQLAlchemy.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Protocol
 
 from server.ingest import PointRow
+from server.store.fit_records import FitHistoryEntry, FitRecord
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
+# (alert dict, event) -> (url, body) or None: how the alert service turns an alert into a
+# webhook; the store calls it inside the transaction that opens/resolves the alert.
+EventBuilder = Callable[[dict[str, Any], str], "tuple[str, str] | None"]
 
 
 class NotFound(LookupError):
-    pass
-
-
-class Conflict(ValueError):
     pass
 
 
@@ -47,14 +58,15 @@ class DirtySeries:
     requested: int
 
 
-class Store(Protocol):
-    # runs
+class RunStore(Protocol):
+    """Runs, projects and their points."""
+
     def get_or_create_run(self, project: str, name: str, **fields: Any) -> tuple[dict, bool]: ...
+    def list_projects(self) -> list[str]: ...
     def list_runs(self, query: RunQuery) -> tuple[list[dict], int]: ...
     def get_run(self, run_id: int) -> dict: ...
     def update_run(self, run_id: int, changes: dict[str, Any]) -> dict: ...
     def delete_run(self, run_id: int) -> None: ...
-    # points
     def ingest_points(self, run_id: int, rows: list[PointRow]) -> tuple[int, int]: ...
     def get_points(
         self,
@@ -64,8 +76,122 @@ class Store(Protocol):
         since_step: int | None = None,
         max_points: int | None = None,
         x_range: tuple[float, float] | None = None,
+        x: str = "compute",
     ) -> PointsPage: ...
-    # tokens
+    def last_points(self, series_id: int, n: int) -> tuple[list[float], list[float]]: ...
+
+
+class FitStore(Protocol):
+    """The refit queue (leased dirty series), stored fits, and the fit reads of evaluation."""
+
+    def claim_dirty_series(
+        self, owner: str, lease_seconds: float = 120, limit: int = 8
+    ) -> list[DirtySeries]: ...
+    def series_snapshot(self, series_id: int) -> tuple[int, list[float], list[float]]: ...
+    def fit_context(self, run_id: int) -> dict[str, Any]: ...
+    def finish_refit(
+        self,
+        series_id: int,
+        owner: str,
+        requested: int,
+        result: FitRecord | None,
+        has_intervals: bool,
+    ) -> int | None: ...
+    def request_fit(self, run_id: int, metric: str) -> bool: ...
+    def latest_fit(
+        self, run_id: int, metric: str | None = None
+    ) -> tuple[str, FitRecord | None]: ...
+    def fit_history(
+        self, run_id: int, metric: str | None = None, limit: int = 1000
+    ) -> tuple[str, list[FitHistoryEntry]]: ...
+    def best_ok_fit(self, series_id: int) -> FitRecord | None: ...
+    def last_ok_fit_before(self, series_id: int, before_compute: float) -> FitRecord | None: ...
+    def latest_ok_fit_of_run(self, run_id: int) -> tuple[str | None, FitRecord | None]: ...
+
+
+class AlertStore(Protocol):
+    """Alert rules and alerts (one active alert per rule and run)."""
+
+    def create_alert_rule(
+        self,
+        project: str,
+        kind: str,
+        params: dict[str, Any],
+        run_id: int | None = None,
+        webhook_url: str | None = None,
+        webhook_secret: str | None = None,
+        enabled: bool = True,
+    ) -> dict: ...
+    def get_alert_rule(self, rule_id: int) -> dict: ...
+    def list_alert_rules(
+        self, project: str | None = None, run_id: int | None = None
+    ) -> list[dict]: ...
+    def update_alert_rule(self, rule_id: int, changes: dict[str, Any]) -> dict: ...
+    def delete_alert_rule(self, rule_id: int) -> None: ...
+    def rules_for_run(self, project: str, run_id: int, kinds: tuple[str, ...]) -> list[dict]: ...
+    def active_alert_rules(self, run_id: int) -> set[int]: ...
+    def stalled_candidates(self) -> list[tuple[dict, dict]]: ...
+    def open_alert(
+        self,
+        rule: dict,
+        run_id: int,
+        message: str,
+        details: dict[str, Any],
+        fit_id: int | None,
+        webhook: EventBuilder | None = None,
+    ) -> dict | None: ...
+    def resolve_alert(
+        self,
+        rule: dict,
+        run_id: int,
+        details: dict[str, Any] | None = None,
+        webhook: EventBuilder | None = None,
+    ) -> dict | None: ...
+    def list_alerts(
+        self,
+        project: str | None = None,
+        run_id: int | None = None,
+        state: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> tuple[list[dict], int]: ...
+    def get_alert(self, alert_id: int) -> dict: ...
+    def ack_alert(self, alert_id: int) -> dict: ...
+    def open_alert_counts(self, run_ids: list[int]) -> dict[int, int]: ...
+
+
+class OutboxStore(Protocol):
+    """Webhook deliveries: claimed with a lease by senders, every attempt recorded."""
+
+    def alert_deliveries(self, alert_id: int) -> list[dict]: ...
+    def claim_deliveries(
+        self, owner: str, lease_seconds: float = 60.0, limit: int = 8
+    ) -> list[dict]: ...
+    def record_delivery_attempt(
+        self,
+        delivery_id: int,
+        owner: str,
+        attempt: dict[str, Any],
+        outcome: str,
+        next_attempt_at: datetime | None = None,
+    ) -> bool: ...
+
+
+class TokenStore(Protocol):
+    """API tokens, stored hashed."""
+
     def create_token(self, name: str, scope: str) -> tuple[dict, str]: ...
     def lookup_token(self, token: str) -> dict | None: ...
+    def list_tokens(self) -> list[dict]: ...
+    def revoke_token(self, token_id: int) -> bool: ...
     def count_tokens(self) -> int: ...
+
+
+class Store(RunStore, FitStore, AlertStore, OutboxStore, TokenStore, Protocol):
+    """Everything, plus the database handle readiness checks and shutdown need."""
+
+    @property
+    def engine(self) -> Engine: ...
+    @property
+    def dialect(self) -> str: ...
+    def ping(self) -> None: ...

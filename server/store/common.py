@@ -1,11 +1,43 @@
-"""Helpers shared by the SqlStore mixins."""
+"""What the SqlStore mixins share: the `SqlBase` they all extend, and small helpers."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy.orm import Session
+from sqlalchemy import Engine, text
+from sqlalchemy.orm import Session, sessionmaker
+
+
+class SqlBase:
+    """The engine and transaction scope every mixin uses (one per `SqlStore`).
+
+    The mixins in `*_sql.py` extend this so `self.session()` is declared for each of them, and
+    hooks one mixin calls on another (`_delete_run_dependents`) are declared once, here.
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.sessions: sessionmaker[Session] = sessionmaker(bind=engine, expire_on_commit=False)
+        self.dialect: str = engine.dialect.name
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """One transaction: committed when the block ends, rolled back if it raises."""
+        with self.sessions() as s, s.begin():
+            yield s
+
+    def ping(self) -> None:
+        with self.engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+
+    def _delete_run_dependents(self, s: Session, run_id: int) -> None:
+        """Hook: delete rows of other concerns (alerts) that reference a run being deleted.
+
+        Mixins that own such rows override it and call `super()` so every one runs.
+        """
 
 
 def iso(dt: datetime | None) -> str | None:
@@ -16,8 +48,8 @@ def iso(dt: datetime | None) -> str | None:
     return dt.isoformat()
 
 
-def dialect_insert(session: Session):  # noqa: ANN201 - returns a dialect-specific insert()
-    """`insert` with ON CONFLICT support for the session's database."""
+def dialect_insert(session: Session) -> Any:
+    """`insert` with ON CONFLICT support for the session's database (a dialect-specific type)."""
     name = session.get_bind().dialect.name
     if name == "postgresql":
         from sqlalchemy.dialects.postgresql import insert
@@ -26,28 +58,3 @@ def dialect_insert(session: Session):  # noqa: ANN201 - returns a dialect-specif
     else:  # pragma: no cover - only SQLite and PostgreSQL are supported
         raise RuntimeError(f"unsupported database {name}")
     return insert
-
-
-SUMMARY_KEYS = (
-    "status",
-    "A",
-    "B",
-    "C_mid",
-    "R0",
-    "ci",
-    "A_lower_bound",
-    "n_points",
-    "target_compute",
-    "predicted_at_target",
-    "predicted_interval",
-    "metric",
-    "fitted_at",
-    "message",
-)
-
-
-def fit_summary(result: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The compact fit view carried by run lists (full result comes from /fit)."""
-    if not result:
-        return None
-    return {k: result.get(k) for k in SUMMARY_KEYS}

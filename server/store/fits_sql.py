@@ -1,4 +1,5 @@
-"""Fit history and the refit work queue (leases on dirty series, safe with many workers)."""
+"""Fit history, the refit work queue (leases on dirty series, safe with many workers), and the
+fit reads alert evaluation needs."""
 
 from __future__ import annotations
 
@@ -6,14 +7,16 @@ from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import or_, select, update
+from sqlalchemy.orm import Session
 
 from server.db.models import Fit, Point, Run, Series, utcnow
 from server.store.base import DirtySeries, NotFound
-from server.store.common import fit_summary, iso
+from server.store.common import SqlBase, iso
+from server.store.fit_records import FitHistoryEntry, FitRecord, fit_summary
 from server.store.runs_sql import resolve_fit_metric
 
 
-class FitsMixin:
+class FitsMixin(SqlBase):
     # ---- the refit queue -------------------------------------------------------------------
     def claim_dirty_series(
         self, owner: str, lease_seconds: float = 120, limit: int = 8
@@ -24,7 +27,7 @@ class FitsMixin:
         hold the same series, and a crashed worker's lease expires so nothing is forgotten.
         """
         now = utcnow()
-        with self.session() as s:  # type: ignore[attr-defined]
+        with self.session() as s:
             candidates = (
                 s.execute(
                     select(Series.id)
@@ -40,7 +43,7 @@ class FitsMixin:
             )
         claimed: list[DirtySeries] = []
         for sid in candidates:
-            with self.session() as s:  # type: ignore[attr-defined]
+            with self.session() as s:
                 res = s.execute(
                     update(Series)
                     .where(
@@ -60,11 +63,11 @@ class FitsMixin:
         series_id: int,
         owner: str,
         requested: int,
-        result: dict[str, Any] | None,
+        result: FitRecord | None,
         has_intervals: bool,
     ) -> int | None:
         """Store a fit (if any) and mark the series fitted up to `requested`; drop the lease."""
-        with self.session() as s:  # type: ignore[attr-defined]
+        with self.session() as s:
             fit_id = None
             if result is not None:
                 ci = result.get("ci") or {}
@@ -84,7 +87,8 @@ class FitsMixin:
                 s.add(fit)
                 s.flush()
                 fit_id = fit.id
-                fit.result = {**result, "fit_id": fit_id, "fitted_at": iso(fit.created_at)}
+                stored: FitRecord = {**result, "fit_id": fit_id, "fitted_at": iso(fit.created_at)}
+                fit.result = stored
                 fit.summary = fit_summary(fit.result)
             values: dict[str, Any] = {
                 "lease_owner": None,
@@ -100,13 +104,32 @@ class FitsMixin:
             )
             return fit_id
 
-    def release_lease(self, series_id: int, owner: str) -> None:
-        with self.session() as s:  # type: ignore[attr-defined]
+    def request_fit(self, run_id: int, metric: str) -> bool:
+        """Queue a fit of (run, metric) unless one is queued or its latest fit is current.
+
+        Ingest queues only the run's fit metric; a read of another metric's fit calls this
+        instead of fitting inside the request, and the refitter does the rest. "Current" means
+        stored after the series last changed. False when the run has no points of `metric`.
+        """
+        with self.session() as s:
+            sid = s.scalar(select(Series.id).where(Series.run_id == run_id, Series.name == metric))
+            if sid is None:
+                return False
+            fitted_at = select(Fit.created_at).where(Fit.id == Series.latest_fit_id)
+            # Compare-and-set like the claim: concurrent readers queue it once, not N times.
             s.execute(
                 update(Series)
-                .where(Series.id == series_id, Series.lease_owner == owner)
-                .values(lease_owner=None, lease_until=None)
+                .where(
+                    Series.id == sid,
+                    Series.refit_requested <= Series.refit_done,
+                    or_(
+                        Series.latest_fit_id.is_(None),
+                        Series.updated_at > fitted_at.scalar_subquery(),
+                    ),
+                )
+                .values(refit_requested=Series.refit_requested + 1)
             )
+            return True
 
     # ---- inputs of a fit -------------------------------------------------------------------
     def series_snapshot(self, series_id: int) -> tuple[int, list[float], list[float]]:
@@ -116,8 +139,8 @@ class FitsMixin:
         these points may mark the series done up to exactly this counter: no fit is lost and
         none is repeated for points it has already seen.
         """
-        with self.sessions() as s:  # type: ignore[attr-defined]
-            if self.dialect == "postgresql":  # type: ignore[attr-defined]
+        with self.sessions() as s:
+            if self.dialect == "postgresql":
                 s.connection(execution_options={"isolation_level": "REPEATABLE READ"})
             requested = s.scalar(select(Series.refit_requested).where(Series.id == series_id))
             rows = s.execute(
@@ -130,7 +153,7 @@ class FitsMixin:
 
     def fit_context(self, run_id: int) -> dict[str, Any]:
         """What the fitter needs to know about a run: settings, target, fit metric."""
-        with self.session() as s:  # type: ignore[attr-defined]
+        with self.session() as s:
             run = s.get(Run, run_id)
             if run is None:
                 raise NotFound(f"run {run_id} not found")
@@ -146,27 +169,19 @@ class FitsMixin:
                 "last_seen_at": run.last_seen_at,
             }
 
-    def latest_interval_fit(self, series_id: int) -> dict[str, Any] | None:
-        with self.session() as s:  # type: ignore[attr-defined]
-            row = s.execute(
-                select(Fit.result, Fit.created_at)
-                .where(Fit.series_id == series_id, Fit.has_intervals)
-                .order_by(Fit.id.desc())
-                .limit(1)
-            ).first()
-            return None if row is None else {**row[0], "_created_at": row[1]}
-
     # ---- reading fits ----------------------------------------------------------------------
-    def _series_id(self, s: Any, run_id: int, metric: str | None) -> tuple[int | None, str]:
+    def _series_id(self, s: Session, run_id: int, metric: str | None) -> tuple[int | None, str]:
         run = s.get(Run, run_id)
         if run is None:
             raise NotFound(f"run {run_id} not found")
-        names = dict(s.execute(select(Series.name, Series.id).where(Series.run_id == run_id)).all())
+        rows = s.execute(select(Series.name, Series.id).where(Series.run_id == run_id))
+        names: dict[str, int] = {n: i for n, i in rows}
         name = metric or resolve_fit_metric(run.fit_metric, list(names))
         return names.get(name), name
 
-    def latest_fit(self, run_id: int, metric: str | None = None) -> tuple[str, dict | None]:
-        with self.session() as s:  # type: ignore[attr-defined]
+    def latest_fit(self, run_id: int, metric: str | None = None) -> tuple[str, FitRecord | None]:
+        """(metric name, its latest stored fit or None); metric defaults to the run's."""
+        with self.session() as s:
             sid, name = self._series_id(s, run_id, metric)
             if sid is None:
                 return name, None
@@ -177,8 +192,8 @@ class FitsMixin:
 
     def fit_history(
         self, run_id: int, metric: str | None = None, limit: int = 1000
-    ) -> tuple[str, list[dict]]:
-        with self.session() as s:  # type: ignore[attr-defined]
+    ) -> tuple[str, list[FitHistoryEntry]]:
+        with self.session() as s:
             sid, name = self._series_id(s, run_id, metric)
             if sid is None:
                 return name, []
@@ -199,7 +214,7 @@ class FitsMixin:
                 .order_by(Fit.id.desc())
                 .limit(limit)
             ).all()
-            out = []
+            out: list[FitHistoryEntry] = []
             for r in reversed(rows):
                 res = r[9] or {}
                 out.append(
@@ -219,3 +234,42 @@ class FitsMixin:
                     }
                 )
             return name, out
+
+    # ---- inputs of an alert evaluation ----------------------------------------------------
+    def best_ok_fit(self, series_id: int) -> FitRecord | None:
+        """The `ok` fit with the highest A interval lower end: the run's best claim on A."""
+        with self.session() as s:
+            return s.scalar(
+                select(Fit.result)
+                .where(Fit.series_id == series_id, Fit.status == "ok", Fit.A_lo.is_not(None))
+                .order_by(Fit.A_lo.desc(), Fit.id.desc())
+                .limit(1)
+            )
+
+    def last_ok_fit_before(self, series_id: int, before_compute: float) -> FitRecord | None:
+        """The latest `ok` fit that had only seen compute below `before_compute`."""
+        with self.session() as s:
+            return s.scalar(
+                select(Fit.result)
+                .where(
+                    Fit.series_id == series_id,
+                    Fit.status == "ok",
+                    Fit.max_compute < before_compute,
+                )
+                .order_by(Fit.id.desc())
+                .limit(1)
+            )
+
+    def latest_ok_fit_of_run(self, run_id: int) -> tuple[str | None, FitRecord | None]:
+        """(run name, latest fit of its fit metric) for baselines; (None, None) if no run."""
+        with self.session() as s:
+            name = s.scalar(select(Run.name).where(Run.id == run_id))
+            if name is None:
+                return None, None
+            sid, _ = self._series_id(s, run_id, None)
+            if sid is None:
+                return name, None
+            fit_id = s.scalar(select(Series.latest_fit_id).where(Series.id == sid))
+            if fit_id is None:
+                return name, None
+            return name, s.scalar(select(Fit.result).where(Fit.id == fit_id))

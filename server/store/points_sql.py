@@ -14,7 +14,7 @@ from server import limits
 from server.db.models import Point, Run, Series, utcnow
 from server.ingest import PointRow
 from server.store.base import NotFound, PointsPage
-from server.store.common import dialect_insert
+from server.store.common import SqlBase, dialect_insert
 from server.store.runs_sql import resolve_fit_metric
 
 # Each bucket keeps its first, last, lowest and highest point: collapses and spikes survive
@@ -84,7 +84,7 @@ class _LRU:
 _DOWNSAMPLED = _LRU()
 
 
-class PointsMixin:
+class PointsMixin(SqlBase):
     def ingest_points(self, run_id: int, rows: list[PointRow]) -> tuple[int, int]:
         """Upsert rows on (run, metric, step); returns (accepted, updated) in one transaction."""
         # Last write wins inside a batch too (a resend may repeat a step).
@@ -95,7 +95,7 @@ class PointsMixin:
         for row in dedup.values():
             by_metric[row.metric].append(row)
 
-        with self.session() as s:  # type: ignore[attr-defined]
+        with self.session() as s:
             # Lock the run row: concurrent batches of one run serialise here, which keeps the
             # summaries exact and the lock order (run, then series by id) deadlock-free.
             run = s.execute(
@@ -255,6 +255,18 @@ class PointsMixin:
             )
         )
 
+    def last_points(self, series_id: int, n: int) -> tuple[list[float], list[float]]:
+        """The newest `n` points of a series by step, oldest first (for `off_curve` alerts)."""
+        with self.session() as s:
+            rows = s.execute(
+                select(Point.compute, Point.value)
+                .where(Point.series_id == series_id)
+                .order_by(Point.step.desc())
+                .limit(n)
+            ).all()
+        rows = rows[::-1]
+        return [r[0] for r in rows], [r[1] for r in rows]
+
     def get_points(
         self,
         run_id: int,
@@ -265,7 +277,7 @@ class PointsMixin:
         x_range: tuple[float, float] | None = None,
         x: str = "compute",
     ) -> PointsPage:
-        with self.session() as s:  # type: ignore[attr-defined]
+        with self.session() as s:
             if s.get(Run, run_id) is None:
                 raise NotFound(f"run {run_id} not found")
             found = s.execute(

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import delete, exists, func, select, update
 from sqlalchemy.orm import Session, selectinload
 
-from server.db.models import Fit, Project, Run, RunTag, Series, utcnow
+from server.db.models import Fit, Point, Project, Run, RunTag, Series, utcnow
 from server.store.base import NotFound, RunQuery
-from server.store.common import dialect_insert, iso
+from server.store.common import SqlBase, dialect_insert, iso
 
 DEFAULT_FIT_METRICS = ("val_pass_rate", "reward")
 PATCHABLE = {"status", "tags", "notes", "target_compute", "fit_metric", "fit_settings", "config"}
@@ -26,14 +26,16 @@ def resolve_fit_metric(explicit: str | None, metric_names: set[str] | list[str])
     return DEFAULT_FIT_METRICS[-1]
 
 
-class RunsMixin:
+class RunsMixin(SqlBase):
     def _project_id(self, s: Session, name: str) -> int:
         insert = dialect_insert(s)
         s.execute(insert(Project).values(name=name, created_at=utcnow()).on_conflict_do_nothing())
-        return s.scalar(select(Project.id).where(Project.name == name))  # type: ignore[return-value]
+        found = s.scalar(select(Project.id).where(Project.name == name))
+        assert found is not None  # inserted above unless it existed
+        return found
 
     def get_or_create_run(self, project: str, name: str, **fields: Any) -> tuple[dict, bool]:
-        with self.session() as s:  # type: ignore[attr-defined]
+        with self.session() as s:
             pid = self._project_id(s, project)
             insert = dialect_insert(s)
             now = utcnow()
@@ -72,14 +74,20 @@ class RunsMixin:
             return self._run_dicts(s, [run_id])[0], created
 
     def get_run(self, run_id: int) -> dict:
-        with self.session() as s:  # type: ignore[attr-defined]
+        with self.session() as s:
             found = self._run_dicts(s, [run_id])
             if not found:
                 raise NotFound(f"run {run_id} not found")
             return found[0]
 
+    def list_projects(self) -> list[str]:
+        """Names of the projects that have at least one run, sorted."""
+        with self.session() as s:
+            has_runs = exists().where(Run.project_id == Project.id)
+            return list(s.scalars(select(Project.name).where(has_runs).order_by(Project.name)))
+
     def list_runs(self, query: RunQuery) -> tuple[list[dict], int]:
-        with self.session() as s:  # type: ignore[attr-defined]
+        with self.session() as s:
             q = select(Run.id)
             if query.project is not None:
                 q = q.join(Project, Project.id == Run.project_id).where(
@@ -99,7 +107,7 @@ class RunsMixin:
 
     def update_run(self, run_id: int, changes: dict[str, Any]) -> dict:
         changes = {k: v for k, v in changes.items() if k in PATCHABLE}
-        with self.session() as s:  # type: ignore[attr-defined]
+        with self.session() as s:
             run = s.get(Run, run_id, with_for_update=True)
             if run is None:
                 raise NotFound(f"run {run_id} not found")
@@ -145,22 +153,17 @@ class RunsMixin:
         )
 
     def delete_run(self, run_id: int) -> None:
-        with self.session() as s:  # type: ignore[attr-defined]
+        with self.session() as s:
             if s.get(Run, run_id) is None:
                 raise NotFound(f"run {run_id} not found")
             # Explicit deletes in dependency order: correct even where FK cascades are off.
             series_ids = select(Series.id).where(Series.run_id == run_id)
-            from server.db.models import Point
-
             s.execute(delete(Point).where(Point.series_id.in_(series_ids)))
             s.execute(delete(Fit).where(Fit.series_id.in_(series_ids)))
             self._delete_run_dependents(s, run_id)
             s.execute(delete(Series).where(Series.run_id == run_id))
             s.execute(delete(RunTag).where(RunTag.run_id == run_id))
             s.execute(delete(Run).where(Run.id == run_id))
-
-    def _delete_run_dependents(self, s: Session, run_id: int) -> None:
-        """Hook for tables added later (alerts) that reference runs."""
 
     def _run_dicts(self, s: Session, ids: list[int]) -> list[dict]:
         if not ids:

@@ -8,7 +8,7 @@ import secrets
 from sqlalchemy import func, select, update
 
 from server.db.models import SCOPES, ApiToken, utcnow
-from server.store.common import iso
+from server.store.common import SqlBase, iso
 
 TOKEN_PREFIX = "sw_"
 
@@ -17,12 +17,12 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-class TokensMixin:
+class TokensMixin(SqlBase):
     def create_token(self, name: str, scope: str) -> tuple[dict, str]:
         if scope not in SCOPES:
             raise ValueError(f"scope must be one of {', '.join(SCOPES)}")
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
-        with self.session() as s:  # type: ignore[attr-defined]
+        with self.session() as s:
             row = ApiToken(
                 name=name,
                 scope=scope,
@@ -36,27 +36,23 @@ class TokensMixin:
             return self._token_dict(row), token
 
     def lookup_token(self, token: str) -> dict | None:
-        with self.session() as s:  # type: ignore[attr-defined]
+        with self.session() as s:
             row = s.scalar(select(ApiToken).where(ApiToken.token_hash == hash_token(token)))
             if row is None or row.revoked:
                 return None
             return self._token_dict(row)
 
-    def touch_token(self, token_id: int) -> None:
-        with self.session() as s:  # type: ignore[attr-defined]
-            s.execute(update(ApiToken).where(ApiToken.id == token_id).values(last_used_at=utcnow()))
-
     def list_tokens(self) -> list[dict]:
-        with self.session() as s:  # type: ignore[attr-defined]
+        with self.session() as s:
             return [self._token_dict(t) for t in s.scalars(select(ApiToken).order_by(ApiToken.id))]
 
     def revoke_token(self, token_id: int) -> bool:
-        with self.session() as s:  # type: ignore[attr-defined]
+        with self.session() as s:
             res = s.execute(update(ApiToken).where(ApiToken.id == token_id).values(revoked=True))
             return bool(res.rowcount)
 
     def count_tokens(self) -> int:
-        with self.session() as s:  # type: ignore[attr-defined]
+        with self.session() as s:
             return (
                 s.scalar(select(func.count()).select_from(ApiToken).where(~ApiToken.revoked)) or 0
             )

@@ -1,0 +1,92 @@
+"""The shape of a stored fit: what the store hands back for a fit row and the API returns.
+
+Defined here, not in `server.fitting`, because it is a storage and wire format: the fitting
+engine produces a `FitResult`; `server.services.fits` turns it into a `FitRecord` (the one place
+that does), the store keeps it as JSON, and the API and dashboard read it back. Plain typed dicts
+(not dataclasses) so a record goes to JSON and back without conversion.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypedDict
+
+# "pending": no fit stored yet and one is queued (see `server.services.fits.latest_or_pending`);
+# the other three are `server.fitting.result.STATUSES`.
+FitStatus = Literal["ok", "unidentified", "insufficient_data", "pending"]
+
+Interval = list[float | None]
+
+
+class PublicFit(TypedDict, total=False):
+    """The fit result object of the REST API (README "A fit result")."""
+
+    status: str  # a FitStatus
+    A: float | None
+    B: float | None
+    C_mid: float | None
+    R0: float | None
+    r0_source: str
+    ci: dict[str, Interval | None] | None
+    A_lower_bound: float | None
+    n_points: int
+    fit_range: Interval | None
+    target_compute: float | None
+    predicted_at_target: float | None
+    predicted_interval: Interval | None
+    rmse: float | None
+    method: str
+    message: str  # why the status is what it is, in words
+    metric: str
+    fit_id: int | None  # None: not stored (pending, or a metric without points)
+    fitted_at: str | None  # ISO time the fit was stored
+    fit_seconds: float
+
+
+class FitRecord(PublicFit, total=False):
+    """A stored fit: the public object plus the engine's `internal` block (noise model,
+    parameter draws) that lets `FitResult.from_dict` redraw bands and warm-start the next fit."""
+
+    internal: dict[str, Any]
+
+
+class FitHistoryEntry(TypedDict):
+    """One row of `GET /runs/{id}/fits`: how A moved as compute grew."""
+
+    id: int
+    created_at: str | None
+    status: str
+    n_points: int
+    max_compute: float | None
+    A: float | None
+    A_ci: list[float | None] | None
+    has_intervals: bool
+    A_lower_bound: float | None
+    B: float | None
+    C_mid: float | None
+    predicted_at_target: float | None
+
+
+# The compact view carried by run lists (`run["fit"]`); the full record comes from /fit.
+SUMMARY_KEYS = (
+    "status",
+    "A",
+    "B",
+    "C_mid",
+    "R0",
+    "ci",
+    "A_lower_bound",
+    "n_points",
+    "target_compute",
+    "predicted_at_target",
+    "predicted_interval",
+    "metric",
+    "fitted_at",
+    "message",
+)
+
+
+def fit_summary(result: FitRecord | dict[str, Any] | None) -> dict[str, Any] | None:
+    """The compact fit view carried by run lists (full result comes from /fit)."""
+    if not result:
+        return None
+    return {k: result.get(k) for k in SUMMARY_KEYS}

@@ -1,0 +1,204 @@
+"""The webhook outbox (SqlStore mixin): deliveries written with their alert, claimed by senders.
+
+* a delivery is written in the transaction that opened/resolved its alert (`enqueue_delivery`);
+* a delivery is sent by one worker at a time: compare-and-set lease like `claim_dirty_series`;
+* every attempt is recorded, and only the lease holder may record one.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import or_, select, update
+from sqlalchemy.orm import Session
+
+from server.db.alert_models import Alert, AlertDelivery, AlertRule, DeliveryAttempt
+from server.db.models import utcnow
+from server.store.base import EventBuilder, NotFound
+from server.store.common import SqlBase, iso
+
+
+def enqueue_delivery(
+    s: Session, alert: dict[str, Any], event: str, webhook: EventBuilder | None
+) -> None:
+    """Add the outbox row of an alert event inside the caller's transaction (so the delivery
+    exists iff the alert change commits); nothing when the rule has no webhook."""
+    if webhook is None:
+        return
+    key = uuid.uuid4().hex
+    built = webhook({**alert, "delivery_id": key}, event)
+    if built is None:
+        return
+    url, body = built
+    now = utcnow()
+    s.add(
+        AlertDelivery(
+            alert_id=alert["id"],
+            event=event,
+            delivery_key=key,
+            url=url,
+            body=body,
+            state="pending",
+            attempts=0,
+            next_attempt_at=now,
+            created_at=now,
+        )
+    )
+
+
+class OutboxMixin(SqlBase):
+    def alert_deliveries(self, alert_id: int) -> list[dict]:
+        """Webhook deliveries of an alert with every attempt, oldest first."""
+        with self.session() as s:
+            if s.get(Alert, alert_id) is None:
+                raise NotFound(f"alert {alert_id} not found")
+            deliveries = s.scalars(
+                select(AlertDelivery)
+                .where(AlertDelivery.alert_id == alert_id)
+                .order_by(AlertDelivery.id)
+            ).all()
+            attempts: dict[int, list[dict]] = {d.id: [] for d in deliveries}
+            if deliveries:
+                for a in s.scalars(
+                    select(DeliveryAttempt)
+                    .where(DeliveryAttempt.delivery_id.in_(list(attempts)))
+                    .order_by(DeliveryAttempt.id)
+                ).all():
+                    attempts[a.delivery_id].append(
+                        {
+                            "attempt": a.attempt,
+                            "at": iso(a.started_at),
+                            "duration_ms": round(a.duration_ms, 2),
+                            "status_code": a.status_code,
+                            "error": a.error,
+                            "ok": a.ok,
+                        }
+                    )
+            return [
+                {
+                    "id": d.id,
+                    "alert_id": d.alert_id,
+                    "event": d.event,
+                    "delivery_id": d.delivery_key,
+                    "url": d.url,
+                    "state": d.state,
+                    "attempts": d.attempts,
+                    "created_at": iso(d.created_at),
+                    "next_attempt_at": iso(d.next_attempt_at) if d.state == "pending" else None,
+                    "delivered_at": iso(d.delivered_at),
+                    "last_error": d.last_error,
+                    "attempt_log": attempts[d.id],
+                }
+                for d in deliveries
+            ]
+
+    # ---- the outbox sender -----------------------------------------------------------------
+    def claim_deliveries(
+        self, owner: str, lease_seconds: float = 60.0, limit: int = 8
+    ) -> list[dict]:
+        """Lease due pending deliveries (compare-and-set, safe across processes)."""
+        now = utcnow()
+        with self.session() as s:
+            candidates = s.scalars(
+                select(AlertDelivery.id)
+                .where(
+                    AlertDelivery.state == "pending",
+                    AlertDelivery.next_attempt_at <= now,
+                    or_(AlertDelivery.lease_until.is_(None), AlertDelivery.lease_until < now),
+                )
+                .order_by(AlertDelivery.next_attempt_at, AlertDelivery.id)
+                .limit(limit)
+            ).all()
+        claimed = []
+        for did in candidates:
+            with self.session() as s:
+                res = s.execute(
+                    update(AlertDelivery)
+                    .where(
+                        AlertDelivery.id == did,
+                        AlertDelivery.state == "pending",
+                        or_(AlertDelivery.lease_until.is_(None), AlertDelivery.lease_until < now),
+                    )
+                    .values(lease_owner=owner, lease_until=now + timedelta(seconds=lease_seconds))
+                    .returning(
+                        AlertDelivery.alert_id,
+                        AlertDelivery.delivery_key,
+                        AlertDelivery.url,
+                        AlertDelivery.body,
+                        AlertDelivery.attempts,
+                        AlertDelivery.created_at,
+                        AlertDelivery.event,
+                    )
+                ).first()
+                if res is None:
+                    continue
+                secret = s.scalar(
+                    select(AlertRule.webhook_secret)
+                    .join(Alert, Alert.rule_id == AlertRule.id)
+                    .where(Alert.id == res[0])
+                )
+                created = res[5]
+                claimed.append(
+                    {
+                        "id": did,
+                        "alert_id": res[0],
+                        "delivery_key": res[1],
+                        "url": res[2],
+                        "body": res[3],
+                        "attempts": res[4],
+                        "created_at": created,
+                        "event": res[6],
+                        "secret": secret,
+                    }
+                )
+        return claimed
+
+    def record_delivery_attempt(
+        self,
+        delivery_id: int,
+        owner: str,
+        attempt: dict[str, Any],
+        outcome: str,
+        next_attempt_at: datetime | None = None,
+    ) -> bool:
+        """Log an attempt and move the delivery on (delivered / pending again / failed).
+
+        Only the lease holder may do so; returns False when the lease was lost (another worker
+        took over an expired lease), in which case nothing is changed.
+        """
+        with self.session() as s:
+            values: dict[str, Any] = {
+                "attempts": AlertDelivery.attempts + 1,
+                "lease_owner": None,
+                "lease_until": None,
+                "last_error": attempt.get("error")
+                or (None if attempt.get("ok") else f"HTTP {attempt.get('status_code')}"),
+            }
+            if outcome == "delivered":
+                values.update(state="delivered", delivered_at=utcnow())
+            elif outcome == "failed":
+                values.update(state="failed")
+            else:
+                values.update(next_attempt_at=next_attempt_at or utcnow())
+            res = s.execute(
+                update(AlertDelivery)
+                .where(AlertDelivery.id == delivery_id, AlertDelivery.lease_owner == owner)
+                .values(**values)
+                .returning(AlertDelivery.attempts)
+            ).first()
+            if res is None:
+                return False
+            s.add(
+                DeliveryAttempt(
+                    delivery_id=delivery_id,
+                    attempt=int(res[0]),
+                    started_at=attempt["started_at"],
+                    duration_ms=float(attempt["duration_ms"]),
+                    status_code=attempt.get("status_code"),
+                    error=attempt.get("error"),
+                    ok=bool(attempt.get("ok")),
+                )
+            )
+            return True
