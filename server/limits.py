@@ -1,21 +1,48 @@
-"""Every request limit of the API, in one module (as MLflow keeps its own)."""
+"""Every request limit of the API, in one module (as MLflow keeps its own).
+
+The limits the trainer client checks too live in :mod:`trainer_client.limits` (standard library
+only, so the client can ship without the server) and are re-exported here; the rest are
+server-only.
+"""
 
 from __future__ import annotations
 
-MAX_POINTS_PER_REQUEST = 10_000
-MAX_METRICS_PER_POINT = 100
-# Raw body cap, compressed or not, and cap on what a gzip body may inflate to (zip bombs).
-MAX_BODY_BYTES = 16 * 1024 * 1024
+from trainer_client.limits import (
+    MAX_BODY_BYTES,
+    MAX_CONFIG_BYTES,
+    MAX_METRICS_PER_POINT,
+    MAX_NAME_LENGTH,
+    MAX_POINTS_PER_REQUEST,
+    MAX_STEP,
+    MAX_TAG_LENGTH,
+    MAX_TAGS,
+)
+
+__all__ = [
+    "DEFAULT_PAGE_SIZE",
+    "MAX_BODY_BYTES",
+    "MAX_COMPARE_RUNS",
+    "MAX_CONFIG_BYTES",
+    "MAX_DOWNSAMPLE_POINTS",
+    "MAX_FIT_POINTS",
+    "MAX_INFLATED_BYTES",
+    "MAX_METRICS_PER_POINT",
+    "MAX_NAME_LENGTH",
+    "MAX_NOTES_LENGTH",
+    "MAX_PAGE_SIZE",
+    "MAX_POINTS_PER_REQUEST",
+    "MAX_RAW_POINTS",
+    "MAX_STEP",
+    "MAX_TAGS",
+    "MAX_TAG_LENGTH",
+]
+
+# Cap on what a gzip body may inflate to (zip bombs); the raw cap is MAX_BODY_BYTES.
 MAX_INFLATED_BYTES = 64 * 1024 * 1024
-MAX_NAME_LENGTH = 200  # project, run and metric names
-MAX_TAGS = 50
-MAX_TAG_LENGTH = 100
-MAX_CONFIG_BYTES = 256 * 1024
 MAX_NOTES_LENGTH = 20_000
 MAX_PAGE_SIZE = 1_000
 DEFAULT_PAGE_SIZE = 100
 MAX_DOWNSAMPLE_POINTS = 100_000
 MAX_RAW_POINTS = 1_000_000  # a points query without max_points returns at most this many
-MAX_STEP = 2**62  # steps are stored as BIGINT
 MAX_FIT_POINTS = 100_000  # POST /api/v1/fit
 MAX_COMPARE_RUNS = 20

@@ -20,8 +20,9 @@ Log RL training curves to a scalewatch server, which fits the ScaleRL sigmoid
 
 Guarantees
 ----------
-* ``log()`` never blocks and never does I/O: it validates and appends to a deque (a few
-  microseconds). Wrong argument types/values (a str metric, a float step, negative compute,
+* ``log()`` never blocks on the network: it validates, appends one line to the run's
+  write-ahead journal (a single ``os.write``) and enqueues (a few microseconds). Wrong
+  argument types/values (a str metric, a float step, negative compute,
   ``log`` after ``finish``) are programming errors and raise ``TypeError``/``ValueError``/
   ``RuntimeError`` immediately. NaN/inf values are dropped with a rate-limited warning.
 * Network or server trouble never raises into the trainer. Every batch is written to an
@@ -36,10 +37,12 @@ Guarantees
   background before its first batch is sent.
 * ``mode="offline"`` (or ``SCALEWATCH_MODE=offline``) only spools; ``scalewatch sync`` creates
   the run and uploads later.
-* SIGKILL of the trainer: the in-memory queue is spooled every 0.2 s, so at most the points
-  logged in the last 0.2 s are only in memory. ``run.flush()`` (call it when you save a
-  checkpoint) returns once everything logged so far is on disk; a trainer that resumes from that
-  checkpoint and redoes the later steps then loses nothing.
+* SIGKILL of the trainer loses nothing: once ``log()`` returned, the point is in the journal
+  (the kernel's page cache), and the next ``init()`` or ``scalewatch sync`` turns the journal of
+  the dead process into spool batches. With ``SCALEWATCH_JOURNAL=0`` (``log()`` then does no
+  I/O at all) the in-memory queue is spooled every 0.2 s, so a SIGKILL can lose the points
+  logged in the last 0.2 s; ``run.flush()`` (call it when you save a checkpoint) returns once
+  everything logged so far is in the spool.
 * ``finish(timeout=30)`` flushes; points still unacknowledged stay in the spool and a
   ``RuntimeWarning`` gives their count and path.
 
@@ -50,7 +53,13 @@ or :func:`flops` (``6·N`` per trained token + ``2·N`` per generated token; an 
 Environment: ``SCALEWATCH_URL`` (default ``http://127.0.0.1:8765``), ``SCALEWATCH_TOKEN``,
 ``SCALEWATCH_HOME``, ``SCALEWATCH_MODE``, ``SCALEWATCH_HTTP_TIMEOUT`` (socket timeout, 10 s),
 ``SCALEWATCH_EXIT_TIMEOUT`` (flush at exit, 10 s), ``SCALEWATCH_FSYNC=0`` (skip fsync of spool
-batches). Diagnostics go to the ``logging`` logger ``"scalewatch"``.
+batches), ``SCALEWATCH_JOURNAL=0`` (no write-ahead journal). Diagnostics go to the ``logging``
+logger ``"scalewatch"``.
+
+Modules: :mod:`~trainer_client.run` (the run lifecycle), :mod:`~trainer_client.validation`
+(argument checks), :mod:`~trainer_client.sender` (the HTTP send policy),
+:mod:`~trainer_client.limits` (limits shared with the server), :mod:`~trainer_client.journal`,
+:mod:`~trainer_client.spool`, :mod:`~trainer_client.sync`.
 
 PipelineRL without code changes: ``scalewatch pipelinerl-sidecar --exp-dir results/x``
 (:mod:`trainer_client.pipelinerl`, see ``trainer_client/PIPELINERL.md``).

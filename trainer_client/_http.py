@@ -5,7 +5,7 @@ and re-opened after any network error. Every socket operation has a timeout, so 
 server can delay a request by at most ``timeout`` seconds per socket operation; it never
 hangs a thread forever. Nothing here retries except a single immediate retry when a
 *reused* keep-alive connection turns out to have been closed by the server; retry policy
-(backoff, Retry-After) lives in :mod:`trainer_client.run`.
+(backoff, Retry-After) lives in :mod:`trainer_client.sender`.
 """
 
 from __future__ import annotations

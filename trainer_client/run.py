@@ -1,51 +1,45 @@
-"""The run object: non-blocking ``log()``, a spool writer thread and a sender thread.
+"""The run object: ``log()`` journals and enqueues, a spool writer thread and a sender thread.
 
 Data path of one point::
 
-    run.log()  --deque.append-->  writer thread  --batch file (fsync)-->  spool dir
-                                                                            |
-    server  <--gzip POST /api/v1/runs/{id}/points (keep-alive)--  sender thread
+    run.log()  --journal line + deque.append-->  writer thread  --batch file (fsync)-->  spool dir
+                                                                                            |
+    server  <--gzip POST /api/v1/runs/{id}/points (keep-alive)--  sender thread (sender.py)
                                       acknowledged -> batch file deleted
 
-* ``log()`` validates its arguments and appends one tuple to a ``collections.deque``; it takes no
-  lock, does no I/O and formats nothing. Bad argument types or values raise ``TypeError`` /
-  ``ValueError`` at once (programming errors); NaN and infinite metric values are dropped with
-  one rate-limited ``logging`` warning.
+* ``log()`` validates its arguments (:mod:`trainer_client.validation`), appends one line to the
+  run's write-ahead journal (:mod:`trainer_client.journal`: a single ``os.write``, so the point
+  is in the kernel's page cache before ``log()`` returns) and one tuple to a
+  ``collections.deque``. It takes no lock, never waits for the network and formats nothing but
+  the journal line. Bad argument types or values raise ``TypeError`` / ``ValueError`` at once
+  (programming errors); NaN and infinite metric values are dropped with one rate-limited
+  ``logging`` warning.
 * The writer thread wakes every 0.2 s (``SCALEWATCH_SPOOL_INTERVAL``; at once when 1,000 points
-  are queued), moves the queue into batch files of at most 1,000 points each and wakes the
-  sender. Memory is bounded by what arrives in 0.2 s: the queue is always spilled to disk,
-  whatever the network does. A SIGKILL of the trainer can lose only points logged in that last
-  interval; ``run.flush()`` (e.g. when you save a checkpoint) puts everything logged so far on
-  disk, so a trainer that resumes from its checkpoint and redoes later steps loses nothing.
-  Only if the disk itself fails do points stay in memory (warning); past
-  ``MAX_MEMORY_POINTS`` the oldest are dropped with an error that gives the count.
-* The sender thread takes the spool's lock (one sender per run at a time, across processes),
-  registers the run (``POST /api/v1/runs``; create-or-get, so a restarted trainer resumes its
-  run), then sends batch files in order once 1,000 points are waiting or the oldest is 1 s old,
-  merging small files (at most 1,000 points per request), over one keep-alive connection.
-  Network errors, 408, 429 (honouring ``Retry-After``) and 5xx are retried with exponential
-  backoff and full jitter (capped at 30 s). 401/403 keep the batches in the spool and retry
-  slowly (a wrong token must not destroy data; fix the token and ``scalewatch sync``). 404
-  re-registers the run once. Any other 4xx (e.g. 422, 413) is permanent: a request merged from
-  several spool files is re-sent file by file once (so one bad batch does not take good ones
-  down with it), then the refused batch is moved to ``rejected/`` in the spool, logged once per
-  status, and sending goes on - never retried.
-* Nothing raises into the trainer for network or server trouble.
+  are queued), moves the queue into batch files of at most 1,000 points each, rotates the
+  journal and wakes the sender. Memory is bounded by what arrives in 0.2 s: the queue is always
+  spilled to disk, whatever the network does. A SIGKILL of the trainer loses nothing: the
+  journal of the dead process is turned into batches by the next ``init()`` of the run or by
+  ``scalewatch sync``. Only with ``SCALEWATCH_JOURNAL=0`` can a SIGKILL lose the points logged
+  in the last interval; ``run.flush()`` (e.g. when you save a checkpoint) puts everything
+  logged so far into batch files. Only if the disk itself fails do points stay in memory
+  (warning); past ``MAX_MEMORY_POINTS`` the oldest are dropped with an error that gives the
+  count.
+* The sender thread takes the spool's lock (one sender per run at a time, across processes) and
+  runs :class:`~trainer_client.sender.Sender` - registration, batching, retries and what is
+  dropped are described there. Nothing raises into the trainer for network or server trouble.
 * ``finish(timeout=30)`` flushes; whatever the server has not acknowledged by then stays in the
   spool, and a ``RuntimeWarning`` gives the count and the path. It is replayed by the next
   ``init`` of the same project+name or by ``scalewatch sync``. ``finish`` also runs at
   interpreter exit (``atexit``, ``SCALEWATCH_EXIT_TIMEOUT`` seconds, default 10).
-* After ``os.fork()`` the child starts with an empty queue and no threads; they are started
-  again on its first ``log()`` (the parent keeps sending what the parent logged).
+* After ``os.fork()`` the child starts with an empty queue, no journal and no threads; they are
+  started again on its first ``log()`` (the parent keeps sending what the parent logged).
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
-import json
 import logging
-import math
 import os
 import tempfile
 import threading
@@ -58,38 +52,33 @@ from pathlib import Path
 from typing import Any
 
 from . import journal as _journal
-from ._http import (
-    Connection,
-    TransportError,
-    backoff_delay,
-    is_retryable_status,
-    parse_retry_after,
-)
+from ._http import Connection
 from .compute import ComputeMeter
+from .limits import MAX_METRICS_PER_POINT, MAX_NAME_LENGTH, MAX_STEP
+from .queries import Queries
+from .sender import BATCH_POINTS, Sender, SendTarget
 from .spool import Spool, _pid_alive
+from .validation import (
+    RateLimitedWarning,
+    bad_metric_name,
+    check_name,
+    check_tags,
+    json_config,
+    to_compute,
+    to_float,
+    to_step,
+)
 
 __all__ = ["Run", "init", "DEFAULT_URL"]
 
 logger = logging.getLogger("scalewatch")
 
 DEFAULT_URL = "http://127.0.0.1:8765"
-BATCH_POINTS = 1000  # points per spool file (and per request from live logging)
-MAX_REQUEST_POINTS = 1000  # small spool files are merged into requests of <= 1,000 points
-MAX_REQUEST_FILES = 50
-FLUSH_INTERVAL = 1.0  # a request goes out when 1,000 points are spooled or the oldest is 1 s old
-# The writer spools the in-memory queue this often (SIGKILL of the trainer loses at most this
-# much of what was logged; call run.flush() at checkpoints to close even that window).
+# The writer moves the in-memory queue into batch files this often; the journal covers the
+# points in between (without it, SCALEWATCH_JOURNAL=0, a SIGKILL loses at most this much).
 SPOOL_INTERVAL = max(0.01, float(os.environ.get("SCALEWATCH_SPOOL_INTERVAL", "0.2") or 0.2))
 MAX_MEMORY_POINTS = 2_000_000  # only reachable if the spool disk fails
-BACKOFF_BASE = 0.5
-BACKOFF_CAP = 30.0
-RETRY_AFTER_CAP = 300.0
 MODES = ("online", "offline")
-# Server limits (server/limits.py), checked in log() so a bad point fails at the call site
-# instead of getting a whole batch rejected later.
-MAX_METRICS_PER_POINT = 100
-MAX_NAME_LENGTH = 200
-MAX_STEP = 2**62
 
 _RUNS: weakref.WeakSet[Run] = weakref.WeakSet()
 
@@ -99,140 +88,6 @@ def _env_float(name: str, default: float) -> float:
         return float(os.environ.get(name, default))
     except ValueError:
         return default
-
-
-class _RateLimitedWarning:
-    """Log a warning at most once per ``period`` seconds, with the count since the last one."""
-
-    def __init__(self, template: str, period: float = 60.0):
-        self.template = template
-        self.period = period
-        self.count = 0
-        self.next_at = 0.0
-
-    def hit(self, **kw: Any) -> None:
-        self.count += 1
-        now = time.monotonic()
-        if now >= self.next_at:
-            self.next_at = now + self.period
-            logger.warning(self.template.format(count=self.count, **kw))
-            self.count = 0
-
-
-def _check_name(label: str, value: Any) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"{label} must be a non-empty string, got {value!r}")
-    return value
-
-
-def _bad_name(k: Any) -> None:
-    if not isinstance(k, str):
-        raise TypeError(f"metric names must be strings, got {type(k).__name__}")
-    if not k or len(k) > MAX_NAME_LENGTH or "\x00" in k:
-        raise ValueError(f"metric names must have 1..{MAX_NAME_LENGTH} characters, got {k!r}")
-
-
-def _to_float(key: str, v: Any) -> float:
-    """Slow path of ``log()`` for values that are not plain floats."""
-    if type(v) is int:
-        return float(v)
-    if isinstance(v, (str, bytes, bytearray)) or v is None:
-        raise TypeError(f"metric {key!r}: value must be a real number, got {type(v).__name__}")
-    try:
-        return float(v)  # bool, numpy scalars, 0-d tensors, Decimal, Fraction ...
-    except (TypeError, ValueError) as exc:
-        raise TypeError(
-            f"metric {key!r}: value must be a real number, got {type(v).__name__}"
-        ) from exc
-
-
-def _to_step(step: Any) -> int:
-    if isinstance(step, bool):
-        raise TypeError("step must be an int, got bool")
-    try:
-        s = step.__index__()  # int subclasses, numpy integers
-    except AttributeError:
-        raise TypeError(f"step must be an int, got {type(step).__name__}") from None
-    if s < 0 or s > MAX_STEP:
-        raise ValueError(f"step must be in [0, 2**62], got {s}")
-    return s
-
-
-def _to_compute(compute: Any) -> float:
-    if isinstance(compute, ComputeMeter):
-        c = compute.value
-    elif isinstance(compute, (str, bytes, bool)):
-        raise TypeError(f"compute must be a number or a ComputeMeter, got {type(compute).__name__}")
-    elif callable(compute):
-        c = compute()
-    else:
-        try:
-            c = float(compute)
-        except (TypeError, ValueError) as exc:
-            raise TypeError(
-                f"compute must be a number or a ComputeMeter, got {type(compute).__name__}"
-            ) from exc
-    c = float(c)
-    if not math.isfinite(c) or c < 0:
-        raise ValueError(f"compute must be a finite number >= 0, got {c!r}")
-    return c
-
-
-MAX_CONFIG_BYTES = 256 * 1024
-
-
-def _json_config(config: Mapping[str, Any]) -> dict[str, Any]:
-    """A JSON-safe copy of ``config`` the server accepts (objects -> str, NaN/inf -> None).
-
-    A config larger than the server's 256 KiB limit is cut down to its top-level scalars
-    (with a warning) rather than letting the run registration fail.
-    """
-
-    def clean(v: Any) -> Any:
-        if isinstance(v, Mapping):
-            return {str(k).replace("\x00", ""): clean(x) for k, x in v.items()}
-        if isinstance(v, (list, tuple, set, frozenset)):
-            return [clean(x) for x in v]
-        if isinstance(v, bool) or v is None or isinstance(v, (int, str)):
-            return v.replace("\x00", "") if isinstance(v, str) else v
-        if isinstance(v, float):
-            return v if math.isfinite(v) else None
-        try:
-            f = float(v)  # numpy scalars
-            return f if math.isfinite(f) else None
-        except (TypeError, ValueError):
-            return str(v).replace("\x00", "")
-
-    out = clean(config)
-    if len(json.dumps(out)) > MAX_CONFIG_BYTES:
-        logger.warning("scalewatch: config is larger than 256 KiB; only its top-level scalars "
-                       "are sent")
-        out = {k: v for k, v in out.items()
-               if isinstance(v, (int, float, str, bool)) or v is None}
-        out = {k: (v[:1000] if isinstance(v, str) else v) for k, v in out.items()}
-        out["_scalewatch_truncated"] = True
-    return out
-
-
-def dedupe_points(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Last write wins per (step, metric) inside one request, keeping order.
-
-    A later point at the same step takes over the metrics it repeats; an earlier point left with
-    no metric is dropped. (An upsert of the same key twice in one statement is an error on some
-    databases.)
-    """
-    latest: dict[tuple[int, str], int] = {}
-    for i, p in enumerate(points):
-        for m in p["metrics"]:
-            latest[(p["step"], m)] = i
-    if len(latest) == sum(len(p["metrics"]) for p in points):
-        return points
-    out = []
-    for i, p in enumerate(points):
-        keep = {m: v for m, v in p["metrics"].items() if latest[(p["step"], m)] == i}
-        if keep:
-            out.append(p if len(keep) == len(p["metrics"]) else {**p, "metrics": keep})
-    return out
 
 
 class Run:
@@ -254,8 +109,8 @@ class Run:
         timeout: float | None = None,
         meter: ComputeMeter | None = None,
     ):
-        self.project = _check_name("project", project)
-        self.name = _check_name("name", name)
+        self.project = check_name("project", project)
+        self.name = check_name("name", name)
         mode = mode or os.environ.get("SCALEWATCH_MODE") or "online"
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -265,12 +120,10 @@ class Run:
         self.timeout = timeout if timeout is not None else _env_float("SCALEWATCH_HTTP_TIMEOUT", 10)
         if config is not None and not isinstance(config, Mapping):
             raise TypeError("config must be a mapping")
-        if tags is not None and (
-            isinstance(tags, str) or not all(isinstance(t, str) for t in tags)
-        ):
-            raise TypeError("tags must be a list of strings")
+        if tags is not None:
+            tags = check_tags(tags)
         if target_compute is not None:
-            target_compute = _to_compute(target_compute)
+            target_compute = to_compute(target_compute)
         self.meter = meter
         self._meta: dict[str, Any] = {
             "project": self.project,
@@ -278,15 +131,13 @@ class Run:
             "compute_unit": compute_unit,
         }
         if config is not None:
-            self._meta["config"] = _json_config(config)
+            self._meta["config"] = json_config(config)
         if tags is not None:
-            if len(tags) > 50 or any(not t or len(t) > 100 or "\x00" in t for t in tags):
-                raise ValueError("tags: at most 50 non-empty strings of <= 100 characters")
-            self._meta["tags"] = list(tags)
+            self._meta["tags"] = tags
         if target_compute is not None:
             self._meta["target_compute"] = target_compute
         if fit_metric is not None:
-            self._meta["fit_metric"] = _check_name("fit_metric", fit_metric)
+            self._meta["fit_metric"] = check_name("fit_metric", fit_metric)
 
         self.spool = Spool(home, self.project, self.name)
         meta = {**self._meta, "mode": self.mode, "url": self.url}
@@ -306,15 +157,15 @@ class Run:
             logger.error("scalewatch: cannot recover journals in %s: %s", self.spool.dir, exc)
         self._journal = _journal.Journal(self.spool.dir) if _journal.enabled() else None
 
-        self._run_id: int | None = None
+        # What the sender thread may see and change (run id, abort); kept across a fork.
+        self._target = SendTarget(spool=self.spool, meta=self._meta, url=self.url)
         self._last_compute: float | None = None
         self._finished = False
         self._lost = 0
-        self._nonfinite = _RateLimitedWarning(
+        self._nonfinite = RateLimitedWarning(
             "scalewatch: dropped {count} NaN/inf metric value(s) (last: {key!r} at step {step})"
         )
-        self._logged_status: set[Any] = set()
-        self._api_lock = threading.Lock()
+        self._queries = Queries(self.url, self.token, self.timeout)
         self._reset_state()
         self._start_threads()
         _RUNS.add(self)
@@ -322,13 +173,13 @@ class Run:
 
     # -- threads ---------------------------------------------------------------------------
     def _reset_state(self) -> None:
-        self._q: deque = deque()
+        self._q: deque[tuple[int, float, dict[str, float], float]] = deque()
         self._jfd: int | None = None  # the journal generation log() appends to
         self._wake_writer = threading.Event()
         self._wake_sender = threading.Event()
-        self._abort = threading.Event()
+        self._target.abort = threading.Event()  # ends the sender's backoff sleeps
         self._writer_stop = False
-        self._sender_stop = False
+        self._stop_sending = threading.Event()
         self._drains = 0
         self._drain_cond = threading.Condition()
         self._writer: threading.Thread | None = None
@@ -353,11 +204,9 @@ class Run:
     def _after_fork_in_child(self) -> None:
         # The parent's threads do not exist here; the queue content belongs to the parent
         # (it will spool and send it). Start fresh, lazily, on the child's first log().
-        fd, self.spool._lock_fd = self.spool._lock_fd, None
-        if fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        self._api_lock = threading.Lock()
+        # Close the child's copy of the sender-lock fd: unlock() only closes (no LOCK_UN), and
+        # an flock is held until every copy is closed, so the parent keeps its lock.
+        self.spool.unlock()
         if self._journal is not None:
             self._journal.forget()
         self._reset_state()
@@ -366,14 +215,17 @@ class Run:
     @property
     def id(self) -> int | None:
         """Server id of the run, once registered (None before, and in offline mode)."""
-        return self._run_id
+        return self._target.run_id
 
     @property
     def spool_dir(self) -> str:
         return str(self.spool.dir)
 
     def log(self, metrics: Mapping[str, Any], step: int, compute: Any = None) -> None:
-        """Queue ``metrics`` (name -> number) at ``step``. Never blocks, never does I/O.
+        """Queue ``metrics`` (name -> number) at ``step``. Never blocks on the network.
+
+        The only I/O is one ``os.write`` of a line to the run's write-ahead journal (a few
+        microseconds; none with ``SCALEWATCH_JOURNAL=0``), so the point survives a SIGKILL.
 
         ``compute`` is a number (in the run's ``compute_unit``) or a :class:`ComputeMeter`;
         if omitted, the run's ``meter`` is read, else the last compute passed to ``log``.
@@ -384,7 +236,7 @@ class Run:
         if type(metrics) is not dict and not isinstance(metrics, Mapping):
             raise TypeError(f"metrics must be a dict, got {type(metrics).__name__}")
         if type(step) is not int or step < 0 or step > MAX_STEP:
-            step = _to_step(step)
+            step = to_step(step)
         if len(metrics) > MAX_METRICS_PER_POINT:
             raise ValueError(f"at most {MAX_METRICS_PER_POINT} metrics per log() call")
         if type(compute) is not float or compute < 0.0 or compute - compute != 0.0:
@@ -393,13 +245,13 @@ class Run:
                 if compute is None:
                     raise ValueError("compute is required (pass compute= or init(meter=...))")
             else:
-                compute = _to_compute(compute)
+                compute = to_compute(compute)
         out = {}
         for k, v in metrics.items():
             if type(k) is not str or not k or len(k) > MAX_NAME_LENGTH or "\x00" in k:
-                _bad_name(k)
+                bad_metric_name(k)
             if type(v) is not float:
-                v = _to_float(k, v)
+                v = to_float(k, v)
             if v - v != 0.0:  # NaN or +-inf
                 self._nonfinite.hit(key=k, step=step)
                 continue
@@ -456,11 +308,11 @@ class Run:
         if not self._q and self._journal is not None:  # everything is in batch files now
             self._jfd = None
             self._journal.close_and_remove()
-        self._sender_stop = True
+        self._stop_sending.set()
         self._wake_sender.set()
         if sender is not None and sender.is_alive():
             sender.join(max(0.0, deadline - time.monotonic()))
-        self._abort.set()
+        self._target.abort.set()
         left = self.spool.pending_points()
         if self.mode == "offline":
             logger.info(
@@ -488,18 +340,9 @@ class Run:
 
     def _set_status(self, status: str) -> None:
         """Best effort PATCH of the run's status; never raises."""
-        run_id = self._run_id
-        if run_id is None:
-            return
-        conn = Connection(self.url, self.token, timeout=min(self.timeout, 5.0))
-        try:
-            body = json.dumps({"status": status}).encode()
-            conn.request("PATCH", f"/api/v1/runs/{run_id}", body=body,
-                         headers={"Content-Type": "application/json"})
-        except TransportError:
-            pass
-        finally:
-            conn.close()
+        run_id = self._target.run_id
+        if run_id is not None:
+            self._queries.set_status(run_id, status)
 
     def fit(self, metric: str | None = None) -> dict | None:
         """Latest fit of this run from the server (``GET /runs/{id}/fit``), or None."""
@@ -513,7 +356,7 @@ class Run:
         run_id = self._ensure_registered_sync()
         if run_id is None:
             return []
-        r = self._api_request("/api/v1/alerts", {"run": run_id, "state": "open"})
+        r = self._queries.get("/api/v1/alerts", {"run": run_id, "state": "open"})
         if isinstance(r, dict) and isinstance(r.get("alerts"), list):
             return r["alerts"]
         return []
@@ -525,36 +368,16 @@ class Run:
         self.finish(status="failed" if exc_type is not None else "finished")
 
     def __repr__(self) -> str:
-        return f"<scalewatch.Run {self.project}/{self.name} id={self._run_id} mode={self.mode}>"
+        return f"<scalewatch.Run {self.project}/{self.name} id={self.id} mode={self.mode}>"
 
     # -- synchronous API helpers (user thread, own connection) -----------------------------
-    def _api_request(self, path: str, params: dict[str, Any]) -> Any:
-        conn = Connection(self.url, self.token, timeout=min(self.timeout, 5.0))
-        try:
-            r = conn.get_json(path, params)
-            if r.status != 200:
-                return None
-            return r.json()
-        except (TransportError, ValueError):
-            return None
-        finally:
-            conn.close()
-
     def _ensure_registered_sync(self) -> int | None:
-        if self._run_id is not None:
-            return self._run_id
-        conn = Connection(self.url, self.token, timeout=min(self.timeout, 5.0))
-        try:
-            r = conn.post_json("/api/v1/runs", self._meta)
-            if r.status in (200, 201):
-                rid = int(r.json()["id"])
-                self._run_id = rid
-                return rid
-        except (TransportError, ValueError, KeyError, TypeError):
-            pass
-        finally:
-            conn.close()
-        return None
+        rid = self._target.run_id
+        if rid is None:
+            rid = self._queries.register(self._meta)
+            if rid is not None:  # never clear an id the sender thread set meanwhile
+                self._target.run_id = rid
+        return rid
 
     def _api_get(self, suffix: str, params: dict[str, Any]) -> Any:
         if self.mode == "offline":
@@ -562,7 +385,7 @@ class Run:
         run_id = self._ensure_registered_sync()
         if run_id is None:
             return None
-        return self._api_request(f"/api/v1/runs/{run_id}{suffix}", params)
+        return self._queries.get(f"/api/v1/runs/{run_id}{suffix}", params)
 
     # -- writer ----------------------------------------------------------------------------
     def _writer_loop(self) -> None:
@@ -615,19 +438,16 @@ class Run:
             self._wake_sender.set()
 
     # -- sender ----------------------------------------------------------------------------
-    def _sleep(self, seconds: float) -> bool:
-        """Interruptible sleep; True if the run was aborted meanwhile."""
-        return self._abort.wait(seconds)
-
-    def _log_once(self, key: Any, level: int, msg: str, *args: Any) -> None:
-        if key not in self._logged_status:
-            self._logged_status.add(key)
-            logger.log(level, msg, *args)
+    def _writer_done(self) -> bool:
+        writer = self._writer
+        return writer is None or not writer.is_alive()
 
     def _sender_loop(self) -> None:
         conn = Connection(self.url, self.token, timeout=self.timeout)
         try:
-            Sender(self, conn).loop()
+            Sender(self._target, conn).loop(
+                wake=self._wake_sender, stop=self._stop_sending, writer_done=self._writer_done
+            )
         except Exception:  # noqa: BLE001
             logger.exception("scalewatch: sender thread crashed; points stay in the spool")
         finally:
@@ -638,196 +458,6 @@ class Run:
         with contextlib.suppress(Exception):
             self.finish(timeout=_env_float("SCALEWATCH_EXIT_TIMEOUT", 10.0), status="")
 
-
-def _file_time(path: Any) -> float:
-    try:
-        return int(path.name.split("-", 1)[0]) / 1e9
-    except (ValueError, IndexError):
-        return 0.0
-
-
-class Sender:
-    """Ships a spool's batch files to the server. Used by the run thread and by ``sync``."""
-
-    def __init__(
-        self,
-        run: Any,
-        conn: Connection,
-        max_failures: int | None = None,
-    ):
-        self.run = run  # a Run, or a sync stand-in with the same few attributes
-        self.conn = conn
-        self.spool: Spool = run.spool
-        self.max_failures = max_failures  # consecutive failures before giving up (sync)
-        self.attempt = 0
-        self.failures = 0
-        self.sent_points = 0
-        self.sent_batches = 0
-        self.rejected_batches = 0
-        self.last_error: str | None = None
-        self._reregistered = False
-
-    def loop(self) -> None:
-        """Send until the run is finished (or aborted) and the spool is empty."""
-        run = self.run
-        while not run._abort.is_set():
-            if not self.spool.try_lock():
-                if run._sender_stop or run._sleep(1.0):
-                    return
-                continue
-            files = self.spool.batches()
-            if not files:
-                if run._sender_stop and (run._writer is None or not run._writer.is_alive()):
-                    return
-                run._wake_sender.wait(FLUSH_INTERVAL)
-                run._wake_sender.clear()
-                continue
-            if not run._sender_stop and self.attempt == 0:
-                # batch: wait for 1,000 points or until the oldest point is 1 s old
-                age = time.time() - _file_time(files[0])
-                if age < FLUSH_INTERVAL and sum(map(Spool.batch_size, files)) < BATCH_POINTS:
-                    run._wake_sender.wait(FLUSH_INTERVAL - age)
-                    run._wake_sender.clear()
-                    continue
-            self.step(files)
-            if self.max_failures is not None and self.failures >= self.max_failures:
-                return
-
-    def _backoff(self, retry_after: float | None = None) -> None:
-        delay = backoff_delay(self.attempt, BACKOFF_BASE, BACKOFF_CAP)
-        if retry_after is not None:
-            delay = max(delay, min(retry_after, RETRY_AFTER_CAP))
-        self.attempt += 1
-        self.failures += 1
-        if self.max_failures is not None and self.failures >= self.max_failures:
-            return
-        self.run._sleep(delay)
-
-    def register(self) -> bool:
-        run = self.run
-        try:
-            r = self.conn.post_json("/api/v1/runs", run._meta)
-        except TransportError as exc:
-            self.last_error = str(exc)
-            run._log_once(
-                "register-net", logging.WARNING,
-                "scalewatch: server %s unreachable (%s); points are spooled at %s and will be "
-                "sent when it is back", run.url, exc, self.spool.dir,
-            )
-            self._backoff()
-            return False
-        if r.status in (200, 201):
-            try:
-                run._run_id = int(r.json()["id"])
-            except (ValueError, KeyError, TypeError):
-                self.last_error = f"bad run answer: {r.body[:200]!r}"
-                self._backoff()
-                return False
-            self.attempt = 0
-            self.failures = 0
-            run._logged_status.discard("register-net")
-            return True
-        self.last_error = f"HTTP {r.status} on run registration: {r.body[:500]!r}"
-        run._log_once(
-            ("register", r.status), logging.ERROR,
-            "scalewatch: server refused to create run %s/%s (HTTP %d: %s); points stay in %s",
-            run.project, run.name, r.status, r.body[:500], self.spool.dir,
-        )
-        self._backoff(parse_retry_after(r.headers.get("retry-after")))
-        return False
-
-    def _read(self, files: list) -> tuple[list, list]:
-        """Read up to MAX_REQUEST_POINTS points from the first files; quarantine corrupt ones."""
-        used, points = [], []
-        for f in files[:MAX_REQUEST_FILES]:
-            if points and len(points) + Spool.batch_size(f) > MAX_REQUEST_POINTS:
-                break
-            try:
-                pts = Spool.read_batch(f)
-            except FileNotFoundError:
-                continue  # sent and removed by another process
-            except (OSError, ValueError) as exc:
-                logger.error("scalewatch: corrupt spool batch %s (%s), moved aside", f, exc)
-                self.spool.reject(f, f"corrupt: {exc}")
-                continue
-            used.append(f)
-            points.extend(pts)
-        return used, points
-
-    def step(self, files: list) -> None:
-        run = self.run
-        if run._run_id is None and not self.register():
-            return
-        used, points = self._read(files)
-        if not used:
-            return
-        self.send(used, dedupe_points(points))
-
-    def send(self, used: list, points: list, split_ok: bool = True) -> None:
-        run = self.run
-        path = f"/api/v1/runs/{run._run_id}/points"
-        try:
-            r = self.conn.post_json(path, {"points": points}, compress=True)
-        except (TransportError, ValueError) as exc:
-            self.last_error = str(exc)
-            run._log_once(
-                "send-net", logging.WARNING,
-                "scalewatch: sending to %s failed (%s); retrying with backoff, points stay in %s",
-                run.url, exc, self.spool.dir,
-            )
-            self._backoff()
-            return
-        if 200 <= r.status < 300:
-            for f in used:
-                self.spool.remove(f)
-            self.sent_points += sum(Spool.batch_size(f) for f in used)
-            self.sent_batches += len(used)
-            self.attempt = 0
-            self.failures = 0
-            self._reregistered = False
-            run._logged_status.discard("send-net")
-            return
-        body = r.body[:2000].decode("utf-8", "replace")
-        self.last_error = f"HTTP {r.status}: {body[:300]}"
-        if is_retryable_status(r.status):
-            run._log_once(
-                ("retry", r.status), logging.WARNING,
-                "scalewatch: server answered HTTP %d; retrying with backoff", r.status,
-            )
-            self._backoff(parse_retry_after(r.headers.get("retry-after")))
-        elif r.status in (401, 403):
-            run._log_once(
-                ("auth", r.status), logging.ERROR,
-                "scalewatch: server refused the token (HTTP %d); points are kept in %s - fix "
-                "SCALEWATCH_TOKEN and run `scalewatch sync`", r.status, self.spool.dir,
-            )
-            self.attempt = max(self.attempt, 6)  # slow retries only
-            self._backoff()
-        elif r.status == 404 and not self._reregistered:
-            self._reregistered = True  # run deleted on the server? create it again, once
-            run._run_id = None
-        elif split_ok and len(used) > 1:
-            # A merged request was refused for good (422, 413, ...): send its files one by one
-            # so that only the offending batch is dropped (a bounded, one-time split).
-            for f in used:
-                try:
-                    pts = dedupe_points(Spool.read_batch(f))
-                except (OSError, ValueError):
-                    continue
-                self.send([f], pts, split_ok=False)
-                if self.attempt:  # a transient error meanwhile: back to the main loop
-                    return
-        else:
-            self._reregistered = False
-            for f in used:
-                self.spool.reject(f, f"HTTP {r.status}\n{body}")
-            self.rejected_batches += len(used)
-            run._log_once(
-                ("drop", r.status), logging.ERROR,
-                "scalewatch: server rejected a batch of %d point(s) with HTTP %d (%s); it is "
-                "dropped (kept in %s/rejected) and further such batches are dropped silently",
-                len(points), r.status, body[:500], self.spool.dir,
-            )
 
 
 def init(

@@ -12,13 +12,13 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import threading
 import time
 from typing import Any
 
 from ._http import Connection
 from .journal import recover_into
-from .run import DEFAULT_URL, Sender
+from .run import DEFAULT_URL
+from .sender import Sender, SendTarget
 from .spool import Spool, _pid_alive, iter_spools
 
 __all__ = ["replay_spools", "add_sync_arguments", "sync_main"]
@@ -26,31 +26,15 @@ __all__ = ["replay_spools", "add_sync_arguments", "sync_main"]
 logger = logging.getLogger("scalewatch")
 
 
-class _SpoolRun:
-    """The few attributes of a Run that :class:`Sender` uses, for a spool with no live run."""
-
-    def __init__(self, spool: Spool, meta: dict[str, Any], url: str):
-        self.spool = spool
-        self.url = url
-        self.project = meta["project"]
-        self.name = meta["name"]
-        self._meta = {
-            k: meta[k]
-            for k in ("project", "name", "config", "tags", "compute_unit", "target_compute",
-                      "fit_metric")
-            if meta.get(k) is not None
-        }
-        self._run_id: int | None = None
-        self._abort = threading.Event()
-        self._logged_status: set[Any] = set()
-
-    def _sleep(self, seconds: float) -> bool:
-        return self._abort.wait(seconds)
-
-    def _log_once(self, key: Any, level: int, msg: str, *args: Any) -> None:
-        if key not in self._logged_status:
-            self._logged_status.add(key)
-            logger.log(level, msg, *args)
+def _target(spool: Spool, meta: dict[str, Any], url: str) -> SendTarget:
+    """What a :class:`Sender` needs, from a spool's ``run.json`` (no live run exists)."""
+    registration = {
+        k: meta[k]
+        for k in ("project", "name", "config", "tags", "compute_unit", "target_compute",
+                  "fit_metric")
+        if meta.get(k) is not None
+    }
+    return SendTarget(spool=spool, meta=registration, url=url)
 
 
 def replay_spools(
@@ -98,11 +82,11 @@ def replay_spools(
         try:
             spool.cleanup_tmp()
             recover_into(spool, _pid_alive)
-            srun = _SpoolRun(spool, meta, url)
-            sender = Sender(srun, conn, max_failures=max_failures)
+            target = _target(spool, meta, url)
+            sender = Sender(target, conn, max_failures=max_failures)
             while True:
                 files = spool.batches()
-                if not files and srun._run_id is not None:
+                if not files and target.run_id is not None:
                     break
                 if not files:  # nothing to send: still make sure the run exists (offline runs)
                     if sender.register():
@@ -113,7 +97,7 @@ def replay_spools(
                     entry["status"] = "partial"
                     break
             entry.update(
-                run_id=srun._run_id, sent_points=sender.sent_points,
+                run_id=target.run_id, sent_points=sender.sent_points,
                 sent_batches=sender.sent_batches, rejected_batches=sender.rejected_batches,
                 remaining_points=spool.pending_points(), error=sender.last_error
                 if entry["status"] != "done" else None,

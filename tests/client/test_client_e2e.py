@@ -27,7 +27,7 @@ from fault_proxy import FaultProxy
 
 import trainer_client as sw
 from tests.support.live_server import LiveServer, free_port
-from trainer_client import run as runmod
+from trainer_client import sender as sendermod
 from trainer_client.spool import Spool
 
 pytestmark = [pytest.mark.slow]
@@ -37,7 +37,7 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture(autouse=True)
 def _bounded_backoff(monkeypatch):
     # Same algorithm, smaller cap, so the suite stays short; the 30 s cap is unit-tested.
-    monkeypatch.setattr(runmod, "BACKOFF_CAP", 3.0)
+    monkeypatch.setattr(sendermod, "BACKOFF_CAP", 3.0)
     monkeypatch.setenv("SCALEWATCH_FSYNC", "0")
 
 

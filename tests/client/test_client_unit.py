@@ -6,7 +6,8 @@ import gzip
 import json
 import logging
 import os
-import threading
+import subprocess
+import sys
 import time
 from collections import Counter
 
@@ -14,9 +15,9 @@ import pytest
 from sw_fakes import FakeServer, SilentServer, free_port
 
 import trainer_client as sw
-from trainer_client import run as runmod
+from trainer_client import sender as sendermod
 from trainer_client._http import backoff_delay, is_retryable_status, parse_retry_after
-from trainer_client.run import Sender, dedupe_points
+from trainer_client.sender import Sender, SendTarget, dedupe_points
 from trainer_client.spool import Spool, iter_spools
 
 pytestmark = pytest.mark.timeout(120)
@@ -24,8 +25,8 @@ pytestmark = pytest.mark.timeout(120)
 
 @pytest.fixture(autouse=True)
 def _fast_backoff(monkeypatch):
-    monkeypatch.setattr(runmod, "BACKOFF_BASE", 0.05)
-    monkeypatch.setattr(runmod, "BACKOFF_CAP", 0.5)
+    monkeypatch.setattr(sendermod, "BACKOFF_BASE", 0.05)
+    monkeypatch.setattr(sendermod, "BACKOFF_CAP", 0.5)
     monkeypatch.setenv("SCALEWATCH_FSYNC", "0")
 
 
@@ -259,21 +260,15 @@ def test_422_dropped_without_retry_storm(tmp_path, caplog):
         assert list((run.spool.dir / "rejected").glob("*.json"))
 
 
-def test_retry_after_is_honoured():
+def test_retry_after_is_honoured(tmp_path, monkeypatch):
     slept = []
-
-    class R:  # stand-in run for the Sender
-        spool = None
-        _abort = threading.Event()
-
-        def _sleep(self, s):
-            slept.append(s)
-
-    s = Sender(R(), conn=None)
+    target = SendTarget(spool=Spool(tmp_path, "p", "n"), meta={}, url="http://unused")
+    monkeypatch.setattr(target, "sleep", slept.append)
+    s = Sender(target, conn=None)
     s._backoff(retry_after=7.0)
     s._backoff(retry_after=None)
     s._backoff(retry_after=10_000.0)
-    assert slept[0] >= 7.0 and slept[1] <= 0.5 * 4 and slept[2] == runmod.RETRY_AFTER_CAP
+    assert slept[0] >= 7.0 and slept[1] <= 0.5 * 4 and slept[2] == sendermod.RETRY_AFTER_CAP
 
 
 def test_silent_server_never_blocks_log(tmp_path, monkeypatch):
@@ -415,3 +410,28 @@ def test_request_body_is_valid_gzip_json(tmp_path):
     assert p["step"] == 3 and p["compute"] == 1.5 and p["metrics"] == {"m": 0.25}
     assert isinstance(p["time"], float)
     assert gzip.decompress(gzip.compress(b"{}")) == b"{}"
+
+
+def test_client_is_standard_library_only():
+    # -S: no site-packages, so any third-party import fails; the repository root is on the path,
+    # so an import of the server or the dashboard has to be caught by looking.
+    code = (
+        "import sys, trainer_client, trainer_client.sync, trainer_client.pipelinerl, "
+        "trainer_client.cli\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'server', 'dashboard', 'tests'}))"
+    )
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = subprocess.run(
+        [sys.executable, "-S", "-c", code], capture_output=True, text=True, timeout=60,
+        env={**os.environ, "PYTHONPATH": root},
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_server_limits_reexport_the_client_limits():
+    from server import limits as server_limits
+    from trainer_client import limits as client_limits
+
+    for name in client_limits.__all__:
+        assert getattr(server_limits, name) is getattr(client_limits, name)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from sw_fakes import FakeServer
 
-from trainer_client import run as runmod
+from trainer_client import sender as sendermod
 from trainer_client.pipelinerl import (
     Sidecar,
     add_sidecar_arguments,
@@ -57,8 +57,8 @@ jobs:
 
 @pytest.fixture(autouse=True)
 def _fast(monkeypatch):
-    monkeypatch.setattr(runmod, "BACKOFF_BASE", 0.05)
-    monkeypatch.setattr(runmod, "BACKOFF_CAP", 0.5)
+    monkeypatch.setattr(sendermod, "BACKOFF_BASE", 0.05)
+    monkeypatch.setattr(sendermod, "BACKOFF_CAP", 0.5)
     monkeypatch.setenv("SCALEWATCH_FSYNC", "0")
 
 

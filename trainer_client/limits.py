@@ -1,0 +1,29 @@
+"""Request limits the client and the server share (standard library only).
+
+The server enforces these (``server/limits.py`` imports them from here, next to its server-only
+limits); the client checks the same numbers at the call site, so a bad point raises in
+``log()`` instead of getting a whole batch rejected later. One module, so the two cannot drift.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "MAX_BODY_BYTES",
+    "MAX_CONFIG_BYTES",
+    "MAX_METRICS_PER_POINT",
+    "MAX_NAME_LENGTH",
+    "MAX_POINTS_PER_REQUEST",
+    "MAX_STEP",
+    "MAX_TAGS",
+    "MAX_TAG_LENGTH",
+]
+
+MAX_POINTS_PER_REQUEST = 10_000
+MAX_METRICS_PER_POINT = 100
+# Raw request body cap, compressed or not.
+MAX_BODY_BYTES = 16 * 1024 * 1024
+MAX_NAME_LENGTH = 200  # project, run and metric names
+MAX_TAGS = 50
+MAX_TAG_LENGTH = 100
+MAX_CONFIG_BYTES = 256 * 1024  # a run's config, as JSON
+MAX_STEP = 2**62  # steps are stored as BIGINT
