@@ -3,40 +3,44 @@
 Settings come from (in order of precedence) explicit CLI flags, `SCALEWATCH_*` environment
 variables, then defaults. The embedded default is SQLite under `$SCALEWATCH_HOME`
 (`~/.scalewatch`), so `scalewatch serve` works on a laptop with nothing else installed.
+
+Each field `x` is read from `SCALEWATCH_X` (pydantic-settings); the two whose variable name
+differs from the field say so with an alias. An empty variable counts as unset.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+ENV_PREFIX = "SCALEWATCH_"
+_TRUE = {"1", "true", "yes", "on"}
 
 
 def scalewatch_home() -> Path:
     return Path(os.environ.get("SCALEWATCH_HOME") or Path.home() / ".scalewatch")
 
 
-def _env_bool(name: str, default: bool) -> bool:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    return raw.strip().lower() in {"1", "true", "yes", "on"}
+def default_sqlite_url(home: Path) -> str:
+    return f"sqlite:///{home / 'scalewatch.db'}"
 
 
-def _env_float(name: str, default: float) -> float:
-    raw = os.environ.get(name)
-    return float(raw) if raw else default
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_ignore_empty=True,
+        frozen=True,
+        extra="forbid",
+        validate_by_name=True,
+    )
 
-
-def _env_int(name: str, default: int) -> int:
-    raw = os.environ.get(name)
-    return int(raw) if raw else default
-
-
-@dataclass(frozen=True)
-class Settings:
-    database_url: str
-    home: Path
+    # Default: SQLite under `home` (filled in by `_default_database`).
+    database_url: str = ""
+    home: Path = Field(default_factory=lambda: Path.home() / ".scalewatch")
     host: str = "127.0.0.1"
     port: int = 8765
     auth: bool = True
@@ -48,8 +52,9 @@ class Settings:
     # Base URL used in links sent out of the process (webhooks). Defaults to host:port.
     public_url: str | None = None
     # Background workers (refitter, alert timers, webhook outbox). Disabled in a few tests.
-    workers_enabled: bool = True
-    dashboard_enabled: bool = True  # API-only deployments can leave the Dash app out
+    workers_enabled: bool = Field(True, validation_alias=ENV_PREFIX + "WORKERS")
+    # API-only deployments can leave the Dash app out.
+    dashboard_enabled: bool = Field(True, validation_alias=ENV_PREFIX + "DASHBOARD")
     refit_interval: float = 0.5  # how often the refitter polls for dirty (run, metric) pairs
     # Alerts: how often `stalled` rules are checked; webhook retry base delay (doubles per
     # attempt, jittered, capped at an hour), attempts before giving up, per-request timeout.
@@ -62,7 +67,20 @@ class Settings:
     demo: bool = False
     demo_speed: float = 2.0
     demo_burst: float = 0.4
-    extra: dict[str, str] = field(default_factory=dict)
+
+    @field_validator("auth", "workers_enabled", "dashboard_enabled", "demo", mode="before")
+    @classmethod
+    def _flag(cls, v: Any) -> Any:
+        # As always: 1/true/yes/on switch a flag on, any other word switches it off.
+        return v.strip().lower() in _TRUE if isinstance(v, str) else v
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_database(cls, data: Any) -> Any:
+        if isinstance(data, dict) and not data.get("database_url"):
+            home = data.get("home") or scalewatch_home()
+            data = {**data, "database_url": default_sqlite_url(Path(home))}
+        return data
 
     @property
     def is_sqlite(self) -> bool:
@@ -73,35 +91,12 @@ class Settings:
         return (self.public_url or f"http://{self.host}:{self.port}").rstrip("/")
 
     def with_overrides(self, **kwargs: object) -> Settings:
+        """A copy with the given fields changed (None: keep), validated."""
         clean = {k: v for k, v in kwargs.items() if v is not None}
-        return replace(self, **clean)  # type: ignore[arg-type]
-
-
-def default_sqlite_url(home: Path) -> str:
-    return f"sqlite:///{home / 'scalewatch.db'}"
+        return self.model_validate({**self.model_dump(), **clean})
 
 
 def load_settings(**overrides: object) -> Settings:
-    home = scalewatch_home()
-    url = os.environ.get("SCALEWATCH_DATABASE_URL") or default_sqlite_url(home)
-    settings = Settings(
-        database_url=url,
-        home=home,
-        host=os.environ.get("SCALEWATCH_HOST", "127.0.0.1"),
-        port=_env_int("SCALEWATCH_PORT", 8765),
-        auth=_env_bool("SCALEWATCH_AUTH", True),
-        pool_size=_env_int("SCALEWATCH_POOL_SIZE", 10),
-        max_overflow=_env_int("SCALEWATCH_MAX_OVERFLOW", 10),
-        public_url=os.environ.get("SCALEWATCH_PUBLIC_URL") or None,
-        workers_enabled=_env_bool("SCALEWATCH_WORKERS", True),
-        dashboard_enabled=_env_bool("SCALEWATCH_DASHBOARD", True),
-        refit_interval=_env_float("SCALEWATCH_REFIT_INTERVAL", 0.5),
-        alert_interval=_env_float("SCALEWATCH_ALERT_INTERVAL", 15.0),
-        webhook_backoff=_env_float("SCALEWATCH_WEBHOOK_BACKOFF", 30.0),
-        webhook_max_attempts=_env_int("SCALEWATCH_WEBHOOK_MAX_ATTEMPTS", 20),
-        webhook_timeout=_env_float("SCALEWATCH_WEBHOOK_TIMEOUT", 10.0),
-        demo=_env_bool("SCALEWATCH_DEMO", False),
-        demo_speed=_env_float("SCALEWATCH_DEMO_SPEED", 2.0),
-        demo_burst=_env_float("SCALEWATCH_DEMO_BURST", 0.4),
-    )
-    return settings.with_overrides(**overrides)
+    """Settings from the environment; keyword overrides win (None means "not given")."""
+    given: dict[str, Any] = {k: v for k, v in overrides.items() if v is not None}
+    return Settings(**given)

@@ -5,27 +5,27 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from server.db.alert_models import ALERT_KINDS
+from server.alerts.kinds import ALERT_KINDS, AlertKind
 
 # kind -> {param: (default or None when required, minimum exclusive, maximum inclusive, type)}
-PARAMS: dict[str, dict[str, tuple[Any, float, float, type]]] = {
+PARAMS: dict[AlertKind, dict[str, tuple[Any, float, float, type]]] = {
     # The paper's margin for "different asymptote".
-    "asymptote_drop": {"delta": (0.02, 0.0, 1e6, float)},
-    "asymptote_below": {"threshold": (None, -1e12, 1e12, float)},
-    "below_baseline": {"baseline_run_id": (None, 0, 2**31 - 1, int)},
-    "stalled": {"minutes": (None, 0.0, 60 * 24 * 365, float)},
-    "off_curve": {"n": (3, 0, 1000, int), "k": (4.0, 0.0, 1e6, float)},
+    AlertKind.asymptote_drop: {"delta": (0.02, 0.0, 1e6, float)},
+    AlertKind.asymptote_below: {"threshold": (None, -1e12, 1e12, float)},
+    AlertKind.below_baseline: {"baseline_run_id": (None, 0, 2**31 - 1, int)},
+    AlertKind.stalled: {"minutes": (None, 0.0, 60 * 24 * 365, float)},
+    AlertKind.off_curve: {"n": (3, 0, 1000, int), "k": (4.0, 0.0, 1e6, float)},
 }
-KIND_HELP = {
-    "asymptote_drop": "the fitted A fell at least `delta` below the best A of the run, "
+KIND_HELP: dict[AlertKind, str] = {
+    AlertKind.asymptote_drop: "the fitted A fell at least `delta` below the best A of the run, "
     "beyond noise (the A intervals no longer overlap)",
-    "asymptote_below": "the upper end of A's 95% interval is below `threshold`",
-    "below_baseline": "A's interval lies wholly below the A of `baseline_run_id`",
-    "stalled": "a running run has logged no points for `minutes`",
-    "off_curve": "the last `n` points are more than `k` residual scales off the last good "
+    AlertKind.asymptote_below: "the upper end of A's 95% interval is below `threshold`",
+    AlertKind.below_baseline: "A's interval lies wholly below the A of `baseline_run_id`",
+    AlertKind.stalled: "a running run has logged no points for `minutes`",
+    AlertKind.off_curve: "the last `n` points are more than `k` residual scales off the last good "
     "fit, all on the same side (collapse, divergence)",
 }
-assert set(PARAMS) == set(ALERT_KINDS)
+assert set(PARAMS) == set(KIND_HELP) == set(AlertKind)
 
 
 class RuleError(ValueError):
@@ -34,9 +34,10 @@ class RuleError(ValueError):
 
 def normalize_params(kind: str, params: dict[str, Any] | None) -> dict[str, Any]:
     """Params of `kind` with defaults filled in; raises RuleError naming every problem."""
-    if kind not in PARAMS:
+    if kind not in ALERT_KINDS:
         raise RuleError(f"unknown kind {kind!r}; expected one of {', '.join(ALERT_KINDS)}")
-    spec = PARAMS[kind]
+    kind = AlertKind(kind).value  # a plain string in the messages below, member or not
+    spec = PARAMS[AlertKind(kind)]
     params = dict(params or {})
     problems = []
     unknown = sorted(set(params) - set(spec))

@@ -12,17 +12,17 @@ from typing import Any
 from fastapi import FastAPI
 
 from server.alerts import evaluate as ev
+from server.alerts.kinds import FIT_KINDS
 from server.alerts.webhooks import WebhookSender, build_body
 from server.background import PollingWorker
 from server.db.models import utcnow
+from server.store.base import Store
 
 log = logging.getLogger("scalewatch.alerts")
 
-FIT_KINDS = ("asymptote_drop", "asymptote_below", "below_baseline", "off_curve")
-
 
 class AlertService:
-    def __init__(self, store: Any, base_url: str, sender: WebhookSender | None = None) -> None:
+    def __init__(self, store: Store, base_url: str, sender: WebhookSender | None = None) -> None:
         self.store = store
         self.base_url = base_url
         self.sender = sender

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, RedirectResponse
-from sqlalchemy.exc import DataError, OperationalError
+from fastapi import FastAPI
+from fastapi.responses import RedirectResponse
 
 from server.api.deps import TokenCache
+from server.api.errors import install_error_handlers
 from server.api.guards import RejectNulMiddleware
 from server.api.routes import alerts, fits, health, points, runs, tokens
 from server.api.telemetry import Metrics, MetricsMiddleware
@@ -20,8 +18,6 @@ from server.db.engine import make_engine
 from server.db.migrate import ensure_schema
 from server.store import SqlStore
 from server.workers import start_workers
-
-log = logging.getLogger("scalewatch")
 
 ROUTERS = [
     health.router,
@@ -78,31 +74,7 @@ def create_app(settings: Settings, store: SqlStore | None = None) -> FastAPI:
     app.add_middleware(RejectNulMiddleware)
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
 
-    @app.exception_handler(RequestValidationError)
-    async def _invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
-        # Only location, message and type: echoing the input back would fail on NaN and could
-        # reflect megabytes of payload.
-        detail = [
-            {"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")), "type": e.get("type")}
-            for e in exc.errors()
-        ]
-        return JSONResponse({"detail": detail}, status_code=422)
-
-    @app.exception_handler(DataError)
-    async def _bad_value(_request: Request, exc: DataError) -> JSONResponse:
-        # The database refused a value the validators let through (e.g. out of range for its
-        # column type). The transaction is rolled back, so nothing was stored.
-        log.info("database rejected a value: %s", exc)
-        return JSONResponse(
-            {"detail": f"a value was rejected by the database: {str(exc.orig).splitlines()[0]}"},
-            status_code=422,
-        )
-
-    @app.exception_handler(OperationalError)
-    async def _db_unavailable(_request: Request, exc: OperationalError) -> JSONResponse:
-        log.warning("database unavailable: %s", exc)
-        return JSONResponse({"detail": "database unavailable, retry later"}, status_code=503)
-
+    install_error_handlers(app)
     for router in ROUTERS:
         app.include_router(router)
 

@@ -3,14 +3,26 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
+from fastapi import Path
 from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, field_validator, model_validator
 
 from server import limits
+from server.alerts.kinds import AlertKind
+from server.alerts.rules import KIND_HELP
 
 Name = Field(min_length=1, max_length=limits.MAX_NAME_LENGTH)
 RunStatus = Literal["running", "finished", "failed"]
+AlertState = Literal["open", "acknowledged", "resolved"]
+
+# Every id (runs, rules, alerts, tokens) is a 32-bit integer column: one range everywhere, so a
+# larger id is a 422, never a database error.
+ID_MAX = 2**31 - 1
+Id = Annotated[int, Field(ge=1, le=ID_MAX)]
+"""An id in a body or a query list."""
+PathId = Annotated[int, Path(ge=1, le=ID_MAX)]
+"""An id in the path (`/runs/{run_id}`, `/alerts/{alert_id}`, ...)."""
 
 
 def _clean(text: str, what: str) -> str:
@@ -124,6 +136,8 @@ class RunPatch(BaseModel):
 
 
 class FitSummary(BaseModel):
+    """The compact fit carried by run lists (the full result object: `GET /runs/{id}/fit`)."""
+
     model_config = ConfigDict(extra="allow")
     status: str | None = None
     A: float | None = None
@@ -148,7 +162,7 @@ class RunOut(BaseModel):
     last_step: int | None
     last_compute: float | None
     latest: dict[str, float | None] = Field(description="latest value of each metric")
-    fit: dict[str, Any] | None = Field(description="latest fit summary of the fit metric")
+    fit: FitSummary | None = Field(description="latest fit summary of the fit metric")
 
 
 class RunList(BaseModel):
@@ -199,3 +213,269 @@ class TokenCreate(BaseModel):
 class ErrorOut(BaseModel):
     detail: Any
     errors: list[dict[str, str]] | None = None
+
+
+def not_found(what: str) -> dict[int | str, dict[str, Any]]:
+    """The documented 404 of a route whose `what` may not exist (raised as the store's
+    `NotFound`, turned into a 404 by `server.api.errors`)."""
+    return {404: {"model": ErrorOut, "description": f"Unknown {what}"}}
+
+
+class TokenOut(BaseModel):
+    id: int
+    name: str
+    scope: str
+    prefix: str
+    created_at: str | None
+    last_used_at: str | None
+    revoked: bool
+
+
+class TokenCreated(TokenOut):
+    token: str = Field(description="the secret: shown in this response only")
+
+
+class TokenList(BaseModel):
+    tokens: list[TokenOut]
+
+
+class Health(BaseModel):
+    status: str
+
+
+class Readiness(BaseModel):
+    status: Literal["ready", "unavailable"]
+    database: str | None = Field(None, description="the SQL dialect, when ready")
+    detail: str | None = Field(None, description="why not, when unavailable")
+
+
+# ---- fits --------------------------------------------------------------------------------------
+
+
+class FitRequest(BaseModel):
+    """Points and knobs in, the result object out (nothing is stored)."""
+
+    model_config = ConfigDict(extra="forbid")
+    compute: list[FiniteFloat] = Field(max_length=limits.MAX_FIT_POINTS)
+    values: list[FiniteFloat] = Field(max_length=limits.MAX_FIT_POINTS)
+    r0: FiniteFloat | None = None
+    warmup: FiniteFloat = Field(0.0, ge=0)
+    fit_until: FiniteFloat | None = Field(None, gt=0)
+    target_compute: FiniteFloat | None = Field(None, gt=0)
+    value_range: tuple[FiniteFloat, FiniteFloat] = (0.0, 1.0)
+    method: Literal["default", "paper"] = "default"
+
+    @model_validator(mode="after")
+    def _check(self) -> FitRequest:
+        if len(self.compute) != len(self.values):
+            raise ValueError(
+                f"compute has {len(self.compute)} values, values has "
+                f"{len(self.values)}: they must pair up"
+            )
+        if any(c < 0 for c in self.compute):
+            raise ValueError("compute must not be negative")
+        if not self.value_range[0] < self.value_range[1]:
+            raise ValueError("value_range must be [low, high] with low < high")
+        return self
+
+
+# [low, high] of a 95% interval; an end is null where it is not finite.
+Interval = tuple[float | None, float | None]
+
+
+class FitOut(BaseModel):
+    """The fit result object. Open to further keys: the fitting engine adds fields over time,
+    and a stored fit also says where it came from (`metric`, `fit_id`, `fitted_at`)."""
+
+    model_config = ConfigDict(extra="allow")
+    status: str | None = Field(None, description="ok, unidentified or insufficient_data")
+    A: float | None = Field(None, description="asymptote (null unless identified)")
+    B: float | None = None
+    C_mid: float | None = None
+    R0: float | None = None
+    r0_source: str | None = None
+    ci: dict[str, Interval | None] | None = Field(None, description="95% intervals per parameter")
+    A_lower_bound: float | None = Field(None, description="how high A is at least")
+    n_points: int | None = None
+    fit_range: Interval | None = None
+    target_compute: float | None = None
+    predicted_at_target: float | None = None
+    predicted_interval: Interval | None = None
+    rmse: float | None = None
+    method: str | None = None
+    message: str | None = None
+    metric: str | None = None
+    fit_id: int | None = None
+    fitted_at: str | None = None
+
+
+class FitHistoryEntry(BaseModel):
+    id: int
+    created_at: str | None
+    status: str
+    n_points: int
+    max_compute: float | None
+    A: float | None
+    A_ci: Interval | None
+    has_intervals: bool
+    A_lower_bound: float | None
+    B: float | None
+    C_mid: float | None
+    predicted_at_target: float | None
+
+
+class FitHistory(BaseModel):
+    run_id: int
+    metric: str
+    fits: list[FitHistoryEntry]
+
+
+class CompareRun(BaseModel):
+    id: int
+    name: str
+    project: str
+    label: str = Field(description="unique name in this comparison (name#id when names repeat)")
+    metric: str
+    fit: FitOut | None
+
+
+class Comparison(BaseModel):
+    """`runs` by label (A, B, prediction at the budget), `pairs` with the paper's verdict,
+    the crossover and the winner at the budget."""
+
+    model_config = ConfigDict(extra="allow")
+    budget: float | None
+    margin: float
+    runs: dict[str, dict[str, Any]]
+    pairs: list[dict[str, Any]]
+
+
+class CompareOut(BaseModel):
+    metric: str | None
+    budget: float | None
+    runs: list[CompareRun]
+    comparison: Comparison
+
+
+# ---- alerts ------------------------------------------------------------------------------------
+
+MAX_URL = 2000
+MAX_SECRET = 500
+PARAMS_HELP = "Parameters of the kind (defaults filled in): " + "; ".join(
+    f"**{k.value}**: {v}" for k, v in KIND_HELP.items()
+)
+
+
+def _no_nul(v: str | None) -> str | None:
+    # PostgreSQL text cannot hold NUL: a clear 422 instead of a failed INSERT.
+    if v is not None and "\x00" in v:
+        raise ValueError("must not contain NUL characters")
+    return v
+
+
+def _check_url(v: str | None) -> str | None:
+    _no_nul(v)
+    if v is not None and not v.lower().startswith(("http://", "https://")):
+        raise ValueError("webhook_url must be an http:// or https:// URL")
+    return v
+
+
+class RuleCreate(BaseModel):
+    """An alert rule for one run, or (`run_id` null) for every run of a project. `params`
+    depend on `kind` (see its description)."""
+
+    model_config = ConfigDict(extra="forbid")
+    project: str = Field(min_length=1, max_length=limits.MAX_NAME_LENGTH)
+    run_id: int | None = Field(None, ge=1, le=ID_MAX, description="null: every run")
+    kind: AlertKind
+    params: dict[str, Any] = Field(default_factory=dict, description=PARAMS_HELP)
+    webhook_url: str | None = Field(None, max_length=MAX_URL)
+    webhook_secret: str | None = Field(None, min_length=1, max_length=MAX_SECRET)
+    enabled: bool = True
+
+    _url = field_validator("webhook_url")(_check_url)
+    _nul = field_validator("project", "webhook_secret")(_no_nul)
+
+
+class RulePatch(BaseModel):
+    """Fields to change; changing kind without params resets params to the kind's defaults."""
+
+    model_config = ConfigDict(extra="forbid")
+    project: str | None = Field(None, min_length=1, max_length=limits.MAX_NAME_LENGTH)
+    run_id: int | None = Field(None, ge=1, le=ID_MAX)
+    kind: AlertKind | None = None
+    params: dict[str, Any] | None = Field(None, description=PARAMS_HELP)
+    webhook_url: str | None = Field(None, max_length=MAX_URL)
+    webhook_secret: str | None = Field(None, min_length=1, max_length=MAX_SECRET)
+    enabled: bool | None = None
+
+    _url = field_validator("webhook_url")(_check_url)
+    _nul = field_validator("project", "webhook_secret")(_no_nul)
+
+
+class RuleOut(BaseModel):
+    id: int
+    project: str
+    run_id: int | None
+    kind: AlertKind
+    params: dict[str, Any]
+    webhook_url: str | None
+    has_secret: bool = Field(description="a webhook secret is set (it is never returned)")
+    enabled: bool
+    created_at: str | None
+    updated_at: str | None
+
+
+class RuleList(BaseModel):
+    rules: list[RuleOut]
+    total: int
+
+
+class AlertOut(BaseModel):
+    id: int
+    rule_id: int
+    run_id: int
+    run_name: str | None
+    project: str
+    kind: AlertKind
+    state: AlertState
+    message: str
+    created_at: str | None
+    acknowledged_at: str | None
+    resolved_at: str | None
+    fit_id: int | None
+    details: dict[str, Any]
+
+
+class AlertList(BaseModel):
+    alerts: list[AlertOut]
+    total: int
+
+
+class DeliveryAttempt(BaseModel):
+    attempt: int
+    at: str | None
+    duration_ms: float
+    status_code: int | None
+    error: str | None
+    ok: bool
+
+
+class Delivery(BaseModel):
+    id: int
+    alert_id: int
+    event: str = Field(description="alert.opened or alert.resolved")
+    delivery_id: str
+    url: str
+    state: Literal["pending", "delivered", "failed"]
+    attempts: int
+    created_at: str | None
+    next_attempt_at: str | None
+    delivered_at: str | None
+    last_error: str | None
+    attempt_log: list[DeliveryAttempt]
+
+
+class DeliveryList(BaseModel):
+    alert_id: int
+    deliveries: list[Delivery]

@@ -31,7 +31,6 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from server.db.models import Base, utcnow
 
-ALERT_KINDS = ("asymptote_drop", "asymptote_below", "below_baseline", "stalled", "off_curve")
 ALERT_STATES = ("open", "acknowledged", "resolved")
 DELIVERY_STATES = ("pending", "delivered", "failed")
 

@@ -2,69 +2,32 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
-from fastapi import APIRouter, HTTPException, Path, Query, Response
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from fastapi import APIRouter, HTTPException, Query, Response
 
 from server import limits
-from server.alerts.rules import KIND_HELP, RuleError, normalize_params
+from server.alerts.kinds import AlertKind
+from server.alerts.rules import RuleError, normalize_params
 from server.api.deps import AUTH_RESPONSES, READ, WRITE, StoreDep
-from server.api.schemas import ErrorOut
-from server.store import NotFound
+from server.api.schemas import (
+    ID_MAX,
+    AlertList,
+    AlertOut,
+    DeliveryList,
+    PathId,
+    RuleCreate,
+    RuleList,
+    RuleOut,
+    RulePatch,
+    not_found,
+)
+from server.store import NotFound, Store
 
 router = APIRouter(prefix="/api/v1", tags=["alerts"], responses=AUTH_RESPONSES)
-Kind = Literal["asymptote_drop", "asymptote_below", "below_baseline", "stalled", "off_curve"]
 State = Literal["open", "acknowledged", "resolved", "active"]
-Id = Annotated[int, Path(ge=1, le=2**31 - 1)]
-RULE_404 = {404: {"model": ErrorOut, "description": "Unknown alert rule"}}
-ALERT_404 = {404: {"model": ErrorOut, "description": "Unknown alert"}}
-MAX_URL = 2000
-MAX_SECRET = 500
-
-
-def _no_nul(v: str | None) -> str | None:
-    # PostgreSQL text cannot hold NUL: a clear 422 instead of a failed INSERT.
-    if v is not None and "\x00" in v:
-        raise ValueError("must not contain NUL characters")
-    return v
-
-
-def _check_url(v: str | None) -> str | None:
-    _no_nul(v)
-    if v is not None and not v.lower().startswith(("http://", "https://")):
-        raise ValueError("webhook_url must be an http:// or https:// URL")
-    return v
-
-
-class RuleCreate(BaseModel):
-    """`params` per kind: """ + "; ".join(f"**{k}**: {v}" for k, v in KIND_HELP.items())
-
-    model_config = ConfigDict(extra="forbid")
-    project: str = Field(min_length=1, max_length=limits.MAX_NAME_LENGTH)
-    run_id: int | None = Field(None, ge=1, le=2**31 - 1, description="null: every run")
-    kind: Kind
-    params: dict[str, Any] = Field(default_factory=dict)
-    webhook_url: str | None = Field(None, max_length=MAX_URL)
-    webhook_secret: str | None = Field(None, min_length=1, max_length=MAX_SECRET)
-    enabled: bool = True
-
-    _url = field_validator("webhook_url")(_check_url)
-    _nul = field_validator("project", "webhook_secret")(_no_nul)
-
-
-class RulePatch(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    project: str | None = Field(None, min_length=1, max_length=limits.MAX_NAME_LENGTH)
-    run_id: int | None = Field(None, ge=1, le=2**31 - 1)
-    kind: Kind | None = None
-    params: dict[str, Any] | None = None
-    webhook_url: str | None = Field(None, max_length=MAX_URL)
-    webhook_secret: str | None = Field(None, min_length=1, max_length=MAX_SECRET)
-    enabled: bool | None = None
-
-    _url = field_validator("webhook_url")(_check_url)
-    _nul = field_validator("project", "webhook_secret")(_no_nul)
+RULE_404 = not_found("alert rule")
+ALERT_404 = not_found("alert")
 
 
 def _invalid(field: str, msg: str) -> HTTPException:
@@ -79,7 +42,8 @@ def _query_nul(project: str | None) -> None:
         )
 
 
-def _validated(store: Any, project: str, run_id: int | None, kind: str, params: dict) -> dict:
+def _validated(store: Store, project: str, run_id: int | None, kind: str, params: dict) -> dict:
+    # An unknown run here is a bad field of the rule (422), not an unknown resource (404).
     try:
         clean = normalize_params(kind, params)
     except RuleError as exc:
@@ -93,7 +57,7 @@ def _validated(store: Any, project: str, run_id: int | None, kind: str, params: 
             raise _invalid(
                 "run_id", f"run {run_id} belongs to project {run['project']!r}, not {project!r}"
             )
-    if kind == "below_baseline":
+    if kind == AlertKind.below_baseline:
         try:
             store.get_run(clean["baseline_run_id"])
         except NotFound as exc:
@@ -103,13 +67,14 @@ def _validated(store: Any, project: str, run_id: int | None, kind: str, params: 
     return clean
 
 
-@router.post("/alert-rules", status_code=201, dependencies=[WRITE])
+@router.post("/alert-rules", response_model=RuleOut, status_code=201, dependencies=[WRITE])
 def create_rule(body: RuleCreate, store: StoreDep) -> dict:
     """Create an alert rule for one run, or (run_id null) for every run of a project."""
-    params = _validated(store, body.project, body.run_id, body.kind, body.params)
+    kind = body.kind.value
+    params = _validated(store, body.project, body.run_id, kind, body.params)
     return store.create_alert_rule(
         body.project,
-        body.kind,
+        kind,
         params,
         run_id=body.run_id,
         webhook_url=body.webhook_url,
@@ -118,11 +83,11 @@ def create_rule(body: RuleCreate, store: StoreDep) -> dict:
     )
 
 
-@router.get("/alert-rules", dependencies=[READ])
+@router.get("/alert-rules", response_model=RuleList, dependencies=[READ])
 def list_rules(
     store: StoreDep,
     project: Annotated[str | None, Query(max_length=limits.MAX_NAME_LENGTH)] = None,
-    run: Annotated[int | None, Query(ge=1, le=2**31 - 1, description="rules covering run")] = None,
+    run: Annotated[int | None, Query(ge=1, le=ID_MAX, description="rules covering run")] = None,
 ) -> dict:
     """Rules (webhook secrets are never returned: see `has_secret`)."""
     _query_nul(project)
@@ -130,25 +95,25 @@ def list_rules(
     return {"rules": rules, "total": len(rules)}
 
 
-@router.get("/alert-rules/{rule_id}", dependencies=[READ], responses=RULE_404)
-def get_rule(rule_id: Id, store: StoreDep) -> dict:
-    try:
-        return store.get_alert_rule(rule_id)
-    except NotFound as exc:
-        raise HTTPException(404, str(exc)) from exc
+@router.get(
+    "/alert-rules/{rule_id}", response_model=RuleOut, dependencies=[READ], responses=RULE_404
+)
+def get_rule(rule_id: PathId, store: StoreDep) -> dict:
+    return store.get_alert_rule(rule_id)
 
 
-@router.patch("/alert-rules/{rule_id}", dependencies=[WRITE], responses=RULE_404)
-def patch_rule(rule_id: Id, body: RulePatch, store: StoreDep) -> dict:
+@router.patch(
+    "/alert-rules/{rule_id}", response_model=RuleOut, dependencies=[WRITE], responses=RULE_404
+)
+def patch_rule(rule_id: PathId, body: RulePatch, store: StoreDep) -> dict:
     """Change a rule. Changing kind, params, project or run resolves its active alerts."""
-    try:
-        rule = store.get_alert_rule(rule_id)
-    except NotFound as exc:
-        raise HTTPException(404, str(exc)) from exc
+    rule = store.get_alert_rule(rule_id)
     changes = body.model_dump(exclude_unset=True)
     for key in ("project", "kind", "enabled"):
         if key in changes and changes[key] is None:
             raise _invalid(key, f"{key} cannot be null")
+    if "kind" in changes:
+        changes["kind"] = AlertKind(changes["kind"]).value  # stored as a plain string
     kind = changes.get("kind") or rule["kind"]
     if "params" in changes:
         params = changes["params"] or {}
@@ -157,32 +122,26 @@ def patch_rule(rule_id: Id, body: RulePatch, store: StoreDep) -> dict:
     project = changes.get("project") or rule["project"]
     run_id = changes["run_id"] if "run_id" in changes else rule["run_id"]
     changes["params"] = _validated(store, project, run_id, kind, params)
-    try:
-        return store.update_alert_rule(rule_id, changes)
-    except NotFound as exc:
-        raise HTTPException(404, str(exc)) from exc
+    return store.update_alert_rule(rule_id, changes)
 
 
 @router.delete("/alert-rules/{rule_id}", status_code=204, dependencies=[WRITE], responses=RULE_404)
-def delete_rule(rule_id: Id, store: StoreDep) -> Response:
+def delete_rule(rule_id: PathId, store: StoreDep) -> Response:
     """Delete a rule with its alerts and their delivery history."""
-    try:
-        store.delete_alert_rule(rule_id)
-    except NotFound as exc:
-        raise HTTPException(404, str(exc)) from exc
+    store.delete_alert_rule(rule_id)
     return Response(status_code=204)
 
 
-@router.get("/alerts", dependencies=[READ])
+@router.get("/alerts", response_model=AlertList, dependencies=[READ])
 def list_alerts(
     store: StoreDep,
     project: Annotated[str | None, Query(max_length=limits.MAX_NAME_LENGTH)] = None,
-    run: Annotated[int | None, Query(ge=1, le=2**31 - 1)] = None,
+    run: Annotated[int | None, Query(ge=1, le=ID_MAX)] = None,
     state: Annotated[
         State | None, Query(description="active = open or acknowledged (not yet resolved)")
     ] = None,
     limit: Annotated[int, Query(ge=1, le=limits.MAX_PAGE_SIZE)] = limits.DEFAULT_PAGE_SIZE,
-    offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
+    offset: Annotated[int, Query(ge=0, le=ID_MAX)] = 0,
 ) -> dict:
     """Alerts, newest first."""
     _query_nul(project)
@@ -192,27 +151,25 @@ def list_alerts(
     return {"alerts": alerts, "total": total}
 
 
-@router.get("/alerts/{alert_id}", dependencies=[READ], responses=ALERT_404)
-def get_alert(alert_id: Id, store: StoreDep) -> dict:
-    try:
-        return store.get_alert(alert_id)
-    except NotFound as exc:
-        raise HTTPException(404, str(exc)) from exc
+@router.get("/alerts/{alert_id}", response_model=AlertOut, dependencies=[READ], responses=ALERT_404)
+def get_alert(alert_id: PathId, store: StoreDep) -> dict:
+    return store.get_alert(alert_id)
 
 
-@router.post("/alerts/{alert_id}/ack", dependencies=[WRITE], responses=ALERT_404)
-def ack_alert(alert_id: Id, store: StoreDep) -> dict:
+@router.post(
+    "/alerts/{alert_id}/ack", response_model=AlertOut, dependencies=[WRITE], responses=ALERT_404
+)
+def ack_alert(alert_id: PathId, store: StoreDep) -> dict:
     """Acknowledge: the alert stays active until its condition clears (then it resolves)."""
-    try:
-        return store.ack_alert(alert_id)
-    except NotFound as exc:
-        raise HTTPException(404, str(exc)) from exc
+    return store.ack_alert(alert_id)
 
 
-@router.get("/alerts/{alert_id}/deliveries", dependencies=[READ], responses=ALERT_404)
-def deliveries(alert_id: Id, store: StoreDep) -> dict:
+@router.get(
+    "/alerts/{alert_id}/deliveries",
+    response_model=DeliveryList,
+    dependencies=[READ],
+    responses=ALERT_404,
+)
+def deliveries(alert_id: PathId, store: StoreDep) -> dict:
     """Webhook deliveries of an alert (opened / resolved events) with every attempt."""
-    try:
-        return {"alert_id": alert_id, "deliveries": store.alert_deliveries(alert_id)}
-    except NotFound as exc:
-        raise HTTPException(404, str(exc)) from exc
+    return {"alert_id": alert_id, "deliveries": store.alert_deliveries(alert_id)}

@@ -2,21 +2,28 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 import numpy as np
-from fastapi import APIRouter, HTTPException, Query
-from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, model_validator
+from fastapi import APIRouter, Query
 
 from server import limits
 from server.api.deps import AUTH_RESPONSES, READ, StoreDep
-from server.api.routes.runs import NOT_FOUND, RunId
+from server.api.schemas import (
+    CompareOut,
+    FitHistory,
+    FitOut,
+    FitRequest,
+    Id,
+    PathId,
+    not_found,
+)
 from server.fitting import FitOptions, fit_curve
-from server.refit import public_fit
-from server.services.compare import api_response, latest_or_fresh, load_compare_inputs
-from server.store import NotFound
+from server.services.compare import api_response, load_compare_inputs
+from server.services.fits import fit_record, latest_or_pending, public_fit
 
 router = APIRouter(prefix="/api/v1", tags=["fits"], responses=AUTH_RESPONSES, dependencies=[READ])
+RUN_404 = not_found("run")
 MetricQ = Annotated[
     str | None,
     Query(
@@ -25,58 +32,37 @@ MetricQ = Annotated[
 ]
 
 
-class FitRequest(BaseModel):
-    """Points and knobs in, the result object out (nothing is stored)."""
+# Fit results are open objects: the response carries exactly the keys the fit has (unset
+# optional fields are not filled in with nulls), plus any the fitting engine adds.
+@router.get(
+    "/runs/{run_id}/fit",
+    response_model=FitOut,
+    response_model_exclude_unset=True,
+    responses=RUN_404,
+)
+def latest_fit(run_id: PathId, store: StoreDep, metric: MetricQ = None) -> dict:
+    """The latest fit of a metric (the result object, plus metric, fit_id, fitted_at).
 
-    model_config = ConfigDict(extra="forbid")
-    compute: list[FiniteFloat] = Field(max_length=limits.MAX_FIT_POINTS)
-    values: list[FiniteFloat] = Field(max_length=limits.MAX_FIT_POINTS)
-    r0: FiniteFloat | None = None
-    warmup: FiniteFloat = Field(0.0, ge=0)
-    fit_until: FiniteFloat | None = Field(None, gt=0)
-    target_compute: FiniteFloat | None = Field(None, gt=0)
-    value_range: tuple[FiniteFloat, FiniteFloat] = (0.0, 1.0)
-    method: Literal["default", "paper"] = "default"
-
-    @model_validator(mode="after")
-    def _check(self) -> FitRequest:
-        if len(self.compute) != len(self.values):
-            raise ValueError(
-                f"compute has {len(self.compute)} values, values has "
-                f"{len(self.values)}: they must pair up"
-            )
-        if any(c < 0 for c in self.compute):
-            raise ValueError("compute must not be negative")
-        if not self.value_range[0] < self.value_range[1]:
-            raise ValueError("value_range must be [low, high] with low < high")
-        return self
+    Never fits inside the request: a metric with no stored fit answers status `pending` (a fit
+    is queued and the refitter stores it shortly; poll again), and a stored fit older than the
+    metric's newest points queues a refit while the stored one is returned.
+    """
+    return public_fit(latest_or_pending(store, run_id, metric)) or {}
 
 
-@router.get("/runs/{run_id}/fit", responses=NOT_FOUND)
-def latest_fit(run_id: RunId, store: StoreDep, metric: MetricQ = None) -> dict:
-    """The latest fit of a metric (the result object, plus metric, fit_id, fitted_at)."""
-    try:
-        return public_fit(latest_or_fresh(store, run_id, metric)) or {}
-    except NotFound as exc:
-        raise HTTPException(404, str(exc)) from exc
-
-
-@router.get("/runs/{run_id}/fits", responses=NOT_FOUND)
+@router.get("/runs/{run_id}/fits", response_model=FitHistory, responses=RUN_404)
 def fit_history(
-    run_id: RunId,
+    run_id: PathId,
     store: StoreDep,
     metric: MetricQ = None,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
 ) -> dict:
     """Every stored fit, oldest first: how the A estimate moved as compute grew."""
-    try:
-        name, fits = store.fit_history(run_id, metric, limit)
-    except NotFound as exc:
-        raise HTTPException(404, str(exc)) from exc
+    name, fits = store.fit_history(run_id, metric, limit)
     return {"run_id": run_id, "metric": name, "fits": fits}
 
 
-@router.post("/fit")
+@router.post("/fit", response_model=FitOut, response_model_exclude_unset=True)
 def stateless_fit(body: FitRequest) -> dict:
     """Fit points given in the request (for scripts and notebooks); nothing is stored."""
     options = FitOptions(
@@ -88,14 +74,16 @@ def stateless_fit(body: FitRequest) -> dict:
         method=body.method,
     )
     result = fit_curve(np.asarray(body.compute), np.asarray(body.values), options)
-    return {**result.to_dict(), "message": result.message}
+    return fit_record(result, internal=False)
 
 
-@router.get("/compare", responses=NOT_FOUND)
+@router.get(
+    "/compare", response_model=CompareOut, response_model_exclude_unset=True, responses=RUN_404
+)
 def compare(
     store: StoreDep,
     run: Annotated[
-        list[Annotated[int, Field(ge=1, le=2**31 - 1)]],
+        list[Id],
         Query(
             min_length=1,
             max_length=limits.MAX_COMPARE_RUNS,
@@ -106,8 +94,5 @@ def compare(
     budget: Annotated[float | None, Query(gt=0, le=1e30)] = None,
 ) -> dict:
     """Runs side by side: fits, the paper's verdict, crossovers, the winner at a budget."""
-    try:
-        inputs = load_compare_inputs(store, list(run), metric)
-    except NotFound as exc:
-        raise HTTPException(404, str(exc)) from exc
+    inputs = load_compare_inputs(store, list(run), metric)
     return api_response(inputs, metric, budget)

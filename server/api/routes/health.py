@@ -5,16 +5,22 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 
+from server.api.schemas import Health, Readiness
+
 router = APIRouter(tags=["health"])
 
 
-@router.get("/healthz")
+@router.get("/healthz", response_model=Health)
 def healthz() -> dict:
     """The process is up."""
     return {"status": "ok"}
 
 
-@router.get("/readyz", responses={503: {"description": "Database unreachable or schema old"}})
+@router.get(
+    "/readyz",
+    response_model=Readiness,
+    responses={503: {"model": Readiness, "description": "Database unreachable or schema old"}},
+)
 def readyz(request: Request) -> JSONResponse:
     """The database is reachable and its schema is current."""
     from server.db.migrate import head_revision, schema_is_current

@@ -3,23 +3,22 @@
 from __future__ import annotations
 
 import time
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from server import limits
 from server.api.deps import AUTH_RESPONSES, READ, WRITE, StoreDep
-from server.api.routes.runs import NOT_FOUND, RunId
-from server.api.schemas import ErrorOut, IngestResult, PointsIn, PointsOut
+from server.api.schemas import ErrorOut, IngestResult, PathId, PointsIn, PointsOut, not_found
 from server.ingest import IngestError, decode_body, validate_points
-from server.store import NotFound
 
 router = APIRouter(prefix="/api/v1/runs", tags=["points"], responses=AUTH_RESPONSES)
+RUN_404 = not_found("run")
 
-_INGEST_ERRORS = {
-    **NOT_FOUND,
+_INGEST_ERRORS: dict[int | str, dict[str, Any]] = {
+    **RUN_404,
     400: {"model": ErrorOut, "description": "Body is not (gzip-encoded) JSON"},
     413: {"model": ErrorOut, "description": "Too many points or too large a body"},
     415: {"model": ErrorOut, "description": "Unsupported Content-Encoding"},
@@ -59,7 +58,7 @@ async def _read_capped(request: Request) -> bytes:
         }
     },
 )
-async def post_points(run_id: RunId, request: Request, store: StoreDep) -> JSONResponse:
+async def post_points(run_id: PathId, request: Request, store: StoreDep) -> JSONResponse:
     """Upsert points on (run, metric, step), last write wins; all or nothing per request."""
     t0 = time.perf_counter()
     try:
@@ -75,8 +74,6 @@ async def post_points(run_id: RunId, request: Request, store: StoreDep) -> JSONR
         if exc.errors:
             content["errors"] = exc.errors
         return JSONResponse(content, status_code=exc.status)
-    except NotFound as exc:
-        return JSONResponse({"detail": str(exc)}, status_code=404)
     request.app.state.metrics.points_ingested(len(rows))
     notify = getattr(request.app.state, "refit_notify", None)
     if notify is not None:
@@ -91,9 +88,9 @@ async def post_points(run_id: RunId, request: Request, store: StoreDep) -> JSONR
     )
 
 
-@router.get("/{run_id}/points", response_model=PointsOut, dependencies=[READ], responses=NOT_FOUND)
+@router.get("/{run_id}/points", response_model=PointsOut, dependencies=[READ], responses=RUN_404)
 def get_points(
-    run_id: RunId,
+    run_id: PathId,
     store: StoreDep,
     metric: Annotated[
         str | None,
@@ -107,11 +104,8 @@ def get_points(
     since_step: Annotated[int | None, Query(ge=0, le=limits.MAX_STEP)] = None,
 ) -> dict:
     """Points of one metric ordered by step; downsampled in the database with `max_points`."""
-    try:
-        name = metric or store.get_run(run_id)["fit_metric"]
-        page = store.get_points(run_id, name, since_step=since_step, max_points=max_points)
-    except NotFound as exc:
-        raise HTTPException(404, str(exc)) from exc
+    name = metric or store.get_run(run_id)["fit_metric"]
+    page = store.get_points(run_id, name, since_step=since_step, max_points=max_points)
     return {
         "metric": page.metric,
         "points": [

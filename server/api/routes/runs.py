@@ -4,16 +4,23 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Path, Query, Response
+from fastapi import APIRouter, Query, Response
 
 from server import limits
 from server.api.deps import ADMIN, AUTH_RESPONSES, READ, WRITE, StoreDep
-from server.api.schemas import ErrorOut, RunCreate, RunList, RunOut, RunPatch, RunStatus
-from server.store import NotFound
+from server.api.schemas import (
+    PathId,
+    RunCreate,
+    RunList,
+    RunOut,
+    RunPatch,
+    RunStatus,
+    not_found,
+)
+from server.store.base import RunQuery
 
 router = APIRouter(prefix="/api/v1/runs", tags=["runs"], responses=AUTH_RESPONSES)
-RunId = Annotated[int, Path(ge=1, le=2**31 - 1, description="run id")]
-NOT_FOUND = {404: {"model": ErrorOut, "description": "Unknown run"}}
+NOT_FOUND = not_found("run")
 
 
 @router.post(
@@ -44,8 +51,6 @@ def list_runs(
     offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
 ) -> dict:
     """Runs, newest first, each with its latest metric values and latest fit summary."""
-    from server.store.base import RunQuery
-
     runs, total = store.list_runs(
         RunQuery(project=project, tag=tag, status=status, limit=limit, offset=offset)
     )
@@ -53,30 +58,21 @@ def list_runs(
 
 
 @router.get("/{run_id}", response_model=RunOut, dependencies=[READ], responses=NOT_FOUND)
-def get_run(run_id: RunId, store: StoreDep) -> dict:
-    try:
-        return store.get_run(run_id)
-    except NotFound as exc:
-        raise HTTPException(404, str(exc)) from exc
+def get_run(run_id: PathId, store: StoreDep) -> dict:
+    return store.get_run(run_id)
 
 
 @router.patch("/{run_id}", response_model=RunOut, dependencies=[WRITE], responses=NOT_FOUND)
-def patch_run(run_id: RunId, body: RunPatch, store: StoreDep) -> dict:
+def patch_run(run_id: PathId, body: RunPatch, store: StoreDep) -> dict:
     """Change status, tags, notes, target compute, fit metric or fit settings (triggers a refit)."""
     changes = body.model_dump(exclude_unset=True)
     if "fit_settings" in changes and body.fit_settings is not None:
         changes["fit_settings"] = body.fit_settings.model_dump(exclude_unset=True)
-    try:
-        return store.update_run(run_id, changes)
-    except NotFound as exc:
-        raise HTTPException(404, str(exc)) from exc
+    return store.update_run(run_id, changes)
 
 
 @router.delete("/{run_id}", status_code=204, dependencies=[ADMIN], responses=NOT_FOUND)
-def delete_run(run_id: RunId, store: StoreDep) -> Response:
+def delete_run(run_id: PathId, store: StoreDep) -> Response:
     """Delete a run with all its points, fits and alerts (admin scope)."""
-    try:
-        store.delete_run(run_id)
-    except NotFound as exc:
-        raise HTTPException(404, str(exc)) from exc
+    store.delete_run(run_id)
     return Response(status_code=204)

@@ -2,38 +2,35 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from fastapi import APIRouter, HTTPException, Path, Request
+from fastapi import APIRouter, HTTPException, Request
 
 from server.api.deps import ADMIN, AUTH_RESPONSES, StoreDep
-from server.api.schemas import ErrorOut, TokenCreate
+from server.api.schemas import PathId, TokenCreate, TokenCreated, TokenList, not_found
 
 router = APIRouter(
     prefix="/api/v1/tokens", tags=["tokens"], responses=AUTH_RESPONSES, dependencies=[ADMIN]
 )
 
 
-@router.post("", status_code=201)
+@router.post("", response_model=TokenCreated, status_code=201)
 def create_token(body: TokenCreate, store: StoreDep) -> dict:
     """Create a token; the secret is in this response only."""
     info, token = store.create_token(body.name, body.scope)
     return {**info, "token": token}
 
 
-@router.get("")
+@router.get("", response_model=TokenList)
 def list_tokens(store: StoreDep) -> dict:
+    """Tokens (never their secrets)."""
     return {"tokens": store.list_tokens()}
 
 
 @router.delete(
     "/{token_id}",
     status_code=204,
-    responses={404: {"model": ErrorOut, "description": "Unknown token"}},
+    responses=not_found("token"),
 )
-def revoke_token(
-    token_id: Annotated[int, Path(ge=1, le=2**31 - 1)], store: StoreDep, request: Request
-) -> None:
+def revoke_token(token_id: PathId, store: StoreDep, request: Request) -> None:
     if not store.revoke_token(token_id):
         raise HTTPException(404, f"token {token_id} not found")
     request.app.state.token_cache.clear()  # revocation takes effect at once in this process
