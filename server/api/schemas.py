@@ -381,8 +381,8 @@ def _check_url(v: str | None) -> str | None:
 
 
 class RuleCreate(BaseModel):
-    """An alert rule for one run, or (`run_id` null) for every run of a project. `params`
-    depend on `kind` (see its description)."""
+    """An alert rule for one run, or (`run_id` null) for every run of a project. The
+    `params` each `kind` takes are listed under `params`."""
 
     model_config = ConfigDict(extra="forbid")
     project: str = Field(min_length=1, max_length=limits.MAX_NAME_LENGTH)

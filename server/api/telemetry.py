@@ -6,7 +6,7 @@ import threading
 import time
 from collections import defaultdict
 
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 _BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -15,7 +15,7 @@ class Metrics:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.requests: dict[tuple[str, str, int], int] = defaultdict(int)
-        self.latency: dict[tuple[str, str], list[float]] = {}
+        self.latency: dict[tuple[str, str], list[int]] = {}  # counts per bucket
         self.latency_sum: dict[tuple[str, str], float] = defaultdict(float)
         self.points = 0
         self.fits = 0
@@ -98,7 +98,7 @@ class MetricsMiddleware:
         start = time.perf_counter()
         status = 500
 
-        async def send_wrapper(message: dict) -> None:
+        async def send_wrapper(message: Message) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]

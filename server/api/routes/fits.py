@@ -21,6 +21,7 @@ from server.api.schemas import (
 from server.fitting import FitOptions, fit_curve
 from server.services.compare import api_response, load_compare_inputs
 from server.services.fits import fit_record, latest_or_pending, public_fit
+from server.store.fit_records import FitRecord, PublicFit
 
 router = APIRouter(prefix="/api/v1", tags=["fits"], responses=AUTH_RESPONSES, dependencies=[READ])
 RUN_404 = not_found("run")
@@ -40,7 +41,7 @@ MetricQ = Annotated[
     response_model_exclude_unset=True,
     responses=RUN_404,
 )
-def latest_fit(run_id: PathId, store: StoreDep, metric: MetricQ = None) -> dict:
+def latest_fit(run_id: PathId, store: StoreDep, metric: MetricQ = None) -> PublicFit:
     """The latest fit of a metric (the result object, plus metric, fit_id, fitted_at).
 
     Never fits inside the request: a metric with no stored fit answers status `pending` (a fit
@@ -63,14 +64,14 @@ def fit_history(
 
 
 @router.post("/fit", response_model=FitOut, response_model_exclude_unset=True)
-def stateless_fit(body: FitRequest) -> dict:
+def stateless_fit(body: FitRequest) -> FitRecord:
     """Fit points given in the request (for scripts and notebooks); nothing is stored."""
     options = FitOptions(
         r0=body.r0,
         warmup=body.warmup,
         fit_until=body.fit_until,
         target_compute=body.target_compute,
-        value_range=tuple(body.value_range),
+        value_range=body.value_range,
         method=body.method,
     )
     result = fit_curve(np.asarray(body.compute), np.asarray(body.values), options)
