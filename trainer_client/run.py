@@ -411,7 +411,7 @@ class Run:
             # until two rotations later (Journal.rotate).
             self._jfd = self._journal.rotate()
         while q:
-            batch = []
+            batch: list[tuple[int, float, dict[str, float], float]] = []
             try:
                 while len(batch) < BATCH_POINTS:
                     batch.append(q.popleft())
