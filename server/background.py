@@ -12,6 +12,7 @@ import os
 import socket
 import threading
 import uuid
+from typing import TypeVar
 
 log = logging.getLogger("scalewatch")
 
@@ -19,6 +20,9 @@ log = logging.getLogger("scalewatch")
 def worker_identity() -> str:
     """host:pid:random — names the lease holder in the database, unique across processes."""
     return f"{socket.gethostname()[:30]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+W = TypeVar("W", bound="PollingWorker")
 
 
 class PollingWorker:
@@ -34,7 +38,7 @@ class PollingWorker:
         """Do what is due; return how many items were handled."""
         raise NotImplementedError
 
-    def start(self) -> PollingWorker:
+    def start(self: W) -> W:
         self._thread = threading.Thread(target=self._loop, name=self.thread_name, daemon=True)
         self._thread.start()
         return self
