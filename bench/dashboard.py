@@ -35,9 +35,10 @@ TARGET_BYTES = 1_000_000
 
 def _fit_dict(c: np.ndarray, y: np.ndarray) -> dict:
     from server.fitting import FitOptions, fit_curve
+    from server.services.fits import fit_record
 
     res = fit_curve(c, y, FitOptions(target_compute=float(c[-1]) * 4))
-    return {**res.to_dict(internal=True), "metric": "val_pass_rate", "message": res.message}
+    return dict(fit_record(res, metric="val_pass_rate"))
 
 
 def _curve(n: int, c_max: float, a: float, b: float, cm: float, seed: int) -> tuple:

@@ -7,48 +7,19 @@ so several apps (tests, benches) can live in one process, each reading its own s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import dash
-import flask
 from a2wsgi import WSGIMiddleware
 from dash import Dash, dcc, html
 from fastapi import FastAPI
 from fastapi.responses import RedirectResponse
 
-from dashboard.auth import DashboardGate, add_login_routes, has_scope, token_from, token_info
+from dashboard.auth import DashboardGate, add_login_routes
+from dashboard.components import DashContext
+from dashboard.pages import alerts, compare, run, runs
 
 PREFIX = "/dashboard/"
-GRAPH_CONFIG = {
-    "displaylogo": False,
-    "toImageButtonOptions": {"format": "png", "scale": 2},
-    "modeBarButtonsToRemove": ["lasso2d", "select2d"],
-}
-
-
-@dataclass
-class DashContext:
-    """What callbacks need: the FastAPI app state (store, settings, token cache)."""
-
-    state: Any
-
-    @property
-    def store(self) -> Any:
-        return self.state.store
-
-    @property
-    def auth(self) -> bool:
-        return bool(self.state.settings.auth)
-
-    def can(self, scope: str) -> bool:
-        """Whether the token of the current Dash request has `scope` (True with auth off)."""
-        if not self.auth:
-            return True
-        req = flask.request
-        return has_scope(
-            token_info(self.state, token_from(dict(req.headers), dict(req.cookies))), scope
-        )
 
 
 def _navbar(auth: bool) -> html.Header:
@@ -69,8 +40,6 @@ def _navbar(auth: bool) -> html.Header:
 
 
 def build_dash(state: Any) -> Dash:
-    from dashboard.pages import alerts, compare, run, runs
-
     app = Dash(
         __name__,
         use_pages=True,

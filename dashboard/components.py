@@ -1,13 +1,50 @@
-"""Small shared pieces of layout: tables, CSV export, empty states."""
+"""What every page shares: the callback context, graph config, tables, CSV export, empty
+states. Pages import this module, never `dashboard.app` (which imports the pages)."""
 
 from __future__ import annotations
 
 import csv
 import io
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+import flask
 from dash import dash_table, html
+
+from dashboard.auth import has_scope, token_from, token_info
+from server.store.base import Store
+
+GRAPH_CONFIG: dict[str, Any] = {
+    "displaylogo": False,
+    "toImageButtonOptions": {"format": "png", "scale": 2},
+    "modeBarButtonsToRemove": ["lasso2d", "select2d"],
+}
+
+
+@dataclass
+class DashContext:
+    """What callbacks need: the FastAPI app state (store, settings, token cache)."""
+
+    state: Any  # starlette's State: attributes set by server.api.app.create_app
+
+    @property
+    def store(self) -> Store:
+        return self.state.store
+
+    @property
+    def auth(self) -> bool:
+        return bool(self.state.settings.auth)
+
+    def can(self, scope: str) -> bool:
+        """Whether the token of the current Dash request has `scope` (True with auth off)."""
+        if not self.auth:
+            return True
+        req = flask.request
+        return has_scope(
+            token_info(self.state, token_from(dict(req.headers), dict(req.cookies))), scope
+        )
+
 
 TABLE_STYLE: dict[str, Any] = {
     "style_table": {"overflowX": "auto"},

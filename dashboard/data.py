@@ -8,8 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 from dashboard.figures import a_text, fmt, run_color, unit_label
-from server.services.compare import compare_inputs, latest_or_fresh, load_compare_inputs
-from server.store.base import NotFound, RunQuery
+from server.services.compare import compare_inputs, load_compare_inputs
+from server.services.fits import latest_or_pending
+from server.store.base import NotFound, PointsPage, RunQuery, Store
 
 MAX_SCREEN_POINTS = 2000  # per series on screen; longer series are downsampled in the database
 MAX_TABLE_RUNS = 5000
@@ -21,15 +22,12 @@ def _round(v: float | None, digits: int = 4) -> float | None:
     return float(f"{v:.{digits}g}")
 
 
-def projects(store: Any) -> list[str]:
-    if hasattr(store, "list_projects"):
-        return [p["name"] for p in store.list_projects()]
-    runs, _ = store.list_runs(RunQuery(limit=MAX_TABLE_RUNS))
-    return sorted({r["project"] for r in runs})
+def projects(store: Store) -> list[str]:
+    return store.list_projects()
 
 
-def open_alert_counts(store: Any, run_ids: list[int]) -> dict[int, int]:
-    if not run_ids or not hasattr(store, "open_alert_counts"):
+def open_alert_counts(store: Store, run_ids: list[int]) -> dict[int, int]:
+    if not run_ids:
         return {}
     return store.open_alert_counts(run_ids)
 
@@ -71,17 +69,16 @@ def run_row(run: dict[str, Any], alerts: int | None) -> dict[str, Any]:
     return row
 
 
-def runs_table(store: Any, project: str | None) -> dict[str, Any]:
+def runs_table(store: Store, project: str | None) -> dict[str, Any]:
     """Rows of the Runs page for one project (or all), plus the config keys seen."""
     runs, total = store.list_runs(RunQuery(project=project or None, limit=MAX_TABLE_RUNS))
     counts = open_alert_counts(store, [r["id"] for r in runs])
-    has_alerts = hasattr(store, "open_alert_counts")
-    rows = [run_row(r, counts.get(r["id"], 0) if has_alerts else None) for r in runs]
+    rows = [run_row(r, counts.get(r["id"], 0)) for r in runs]
     keys = sorted({k for r in rows for k in r if k.startswith("config.")})
     return {"rows": rows, "config_keys": keys, "total": total, "shown": len(rows)}
 
 
-def points_dict(page: Any) -> dict[str, Any]:
+def points_dict(page: PointsPage) -> dict[str, Any]:
     return {
         "steps": list(page.steps),
         "compute": list(page.compute),
@@ -97,17 +94,15 @@ def change_token(run: dict[str, Any]) -> list[Any]:
     return [run.get("last_step"), fit.get("fitted_at"), run.get("status")]
 
 
-def run_detail(store: Any, run_id: int, metric: str | None = None) -> dict[str, Any]:
+def run_detail(store: Store, run_id: int, metric: str | None = None) -> dict[str, Any]:
     """Everything the Run page shows (raises NotFound)."""
     run = store.get_run(run_id)
-    fit = latest_or_fresh(store, run_id, metric or None)
+    fit = latest_or_pending(store, run_id, metric or None)
     name = fit["metric"]
     page = store.get_points(run_id, name, max_points=MAX_SCREEN_POINTS)
     _, history = store.fit_history(run_id, name, 500)
     fs = run.get("fit_settings") or {}
-    alerts: list[dict[str, Any]] | None = None
-    if hasattr(store, "list_alerts"):
-        alerts, _ = store.list_alerts(run_id=run_id, limit=50)
+    alerts, _ = store.list_alerts(run_id=run_id, limit=50)
     return {
         "run": run,
         "metric": name,
@@ -125,7 +120,7 @@ def run_detail(store: Any, run_id: int, metric: str | None = None) -> dict[str, 
     }
 
 
-def new_points(store: Any, run_id: int, metric: str, after_step: int) -> dict[str, Any]:
+def new_points(store: Store, run_id: int, metric: str, after_step: int) -> dict[str, Any]:
     """Points of a run newer than `after_step` (live updates fetch only these)."""
     return points_dict(store.get_points(run_id, metric, since_step=after_step + 1))
 
@@ -139,7 +134,7 @@ def parse_ids(raw: str | None) -> list[int]:
 
 
 def compare_detail(
-    store: Any, run_ids: list[int], metric: str | None, budget: float | None
+    store: Store, run_ids: list[int], metric: str | None, budget: float | None
 ) -> dict[str, Any]:
     """Runs overlaid (downsampled over one shared compute range) and their comparison."""
     try:
@@ -263,7 +258,7 @@ def verdict_lines(comparison: dict[str, Any] | None, unit: str) -> list[dict[str
     return out
 
 
-def ceiling_rows(store: Any, projects_: list[str], highlight: dict[int, str]) -> list[dict]:
+def ceiling_rows(store: Store, projects_: list[str], highlight: dict[int, str]) -> list[dict]:
     """A and B of every fitted run in the given projects (for the ceiling-vs-efficiency plot)."""
     rows = []
     for project in projects_:
@@ -287,10 +282,8 @@ def ceiling_rows(store: Any, projects_: list[str], highlight: dict[int, str]) ->
 
 
 def alerts_table(
-    store: Any, project: str | None = None, state: str | None = None
+    store: Store, project: str | None = None, state: str | None = None
 ) -> dict[str, Any]:
-    if not hasattr(store, "list_alerts"):
-        return {"available": False, "rows": [], "total": 0}
     alerts, total = store.list_alerts(project=project or None, state=state or None, limit=500)
     rows = [
         {
@@ -305,13 +298,11 @@ def alerts_table(
         }
         for a in alerts
     ]
-    return {"available": True, "rows": rows, "total": total}
+    return {"rows": rows, "total": total}
 
 
-def deliveries(store: Any, alert_id: int) -> list[dict[str, Any]]:
+def deliveries(store: Store, alert_id: int) -> list[dict[str, Any]]:
     """One row per webhook attempt (a delivery not yet attempted shows as one row)."""
-    if not hasattr(store, "alert_deliveries"):
-        return []
     try:
         found = store.alert_deliveries(alert_id)
     except NotFound:

@@ -8,8 +8,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from server.config import Settings, load_settings
+
+if TYPE_CHECKING:  # the CLI imports the database layer only for commands that use it
+    from server.store.base import Store
 
 
 def add_database_option(p: argparse.ArgumentParser) -> None:
@@ -24,7 +28,7 @@ def _settings(args: argparse.Namespace, **extra: object) -> Settings:
     return load_settings(database_url=getattr(args, "database_url", None), **extra)
 
 
-def _store(settings: Settings, upgrade: bool):  # noqa: ANN202
+def _store(settings: Settings, upgrade: bool) -> Store:
     from server.db.engine import make_engine
     from server.db.migrate import SchemaOutOfDate, ensure_schema
     from server.store import SqlStore

@@ -13,7 +13,7 @@ from dash import ctx as dash_ctx
 from dash.exceptions import PreventUpdate
 
 from dashboard import data
-from dashboard.components import column, empty_state, table, to_csv
+from dashboard.components import GRAPH_CONFIG, DashContext, column, empty_state, table, to_csv
 from dashboard.figures import ceiling_figure, compare_figure, fmt
 
 PATH = "/compare"
@@ -32,8 +32,6 @@ def _float(raw: str | None) -> float | None:
 def layout(
     runs: str | None = None, metric: str | None = None, budget: str | None = None, **_: Any
 ) -> html.Div:
-    from dashboard.app import GRAPH_CONFIG
-
     ids = data.parse_ids(runs)
     if not ids:
         return empty_state("Pick runs on the Runs page (tick their rows), then press Compare.")
@@ -120,7 +118,7 @@ def _verdict(detail: dict[str, Any]) -> Any:
     return html.Ul(items, id="cmp-verdict-list", style={"paddingLeft": 18, "margin": 0})
 
 
-def register_callbacks(app: Dash, ctx: Any) -> None:
+def register_callbacks(app: Dash, ctx: DashContext) -> None:
     @app.callback(
         Output("cmp-graph", "figure"),
         Output("cmp-verdict", "children"),

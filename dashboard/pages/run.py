@@ -15,7 +15,7 @@ from dash import ctx as dash_ctx
 from dash.exceptions import PreventUpdate
 
 from dashboard import data
-from dashboard.components import column, empty_state, table, to_csv
+from dashboard.components import GRAPH_CONFIG, DashContext, column, empty_state, table, to_csv
 from dashboard.figures import (
     fmt,
     history_figure,
@@ -35,7 +35,6 @@ def layout(run_id: str | None = None, metric: str | None = None, **_: Any) -> ht
     rid = int(run_id) if run_id and str(run_id).isdigit() else None
     if rid is None:
         return empty_state(f"No run {run_id!r}.")
-    from dashboard.app import GRAPH_CONFIG
 
     return html.Div(
         [
@@ -163,7 +162,7 @@ def _figures(d: dict[str, Any]) -> tuple:
     return main, hist, resid
 
 
-def register_callbacks(app: Dash, ctx: Any) -> None:
+def register_callbacks(app: Dash, ctx: DashContext) -> None:
     @app.callback(
         Output("run-graph", "figure"),
         Output("run-history", "figure"),

@@ -10,7 +10,7 @@ from dash import Dash, Input, Output, State, dcc, html
 from dash.exceptions import PreventUpdate
 
 from dashboard import data
-from dashboard.components import column, empty_state, table, to_csv
+from dashboard.components import DashContext, column, empty_state, table, to_csv
 
 PATH = "/"
 TITLE = "Runs"
@@ -96,7 +96,7 @@ def layout(project: str | None = None, **_: Any) -> html.Div:
     )
 
 
-def register_callbacks(app: Dash, ctx: Any) -> None:
+def register_callbacks(app: Dash, ctx: DashContext) -> None:
     @app.callback(
         Output("runs-table", "data"),
         Output("runs-table", "columns"),

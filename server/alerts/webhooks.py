@@ -27,6 +27,7 @@ from typing import Any
 
 from server.background import PollingWorker, worker_identity
 from server.db.models import utcnow
+from server.store.base import OutboxStore
 
 log = logging.getLogger("scalewatch.alerts")
 
@@ -112,7 +113,7 @@ class WebhookSender(PollingWorker):
 
     def __init__(
         self,
-        store: Any,
+        store: OutboxStore,
         backoff: float = 30.0,
         backoff_max: float = 3600.0,
         max_attempts: int = 20,

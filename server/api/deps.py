@@ -10,14 +10,14 @@ from fastapi import Depends, HTTPException, Request
 
 from server.config import Settings
 from server.db.models import SCOPES
-from server.store import SqlStore
+from server.store.base import Store, TokenStore
 
 SCOPE_RANK = {name: i for i, name in enumerate(SCOPES)}  # read < write < admin
 AUTH_COOKIE = "scalewatch_token"
 _CACHE_TTL = 5.0  # seconds a verified token is trusted without a database round trip
 
 
-def get_store(request: Request) -> SqlStore:
+def get_store(request: Request) -> Store:
     return request.app.state.store
 
 
@@ -25,7 +25,7 @@ def get_settings(request: Request) -> Settings:
     return request.app.state.settings
 
 
-StoreDep = Annotated[SqlStore, Depends(get_store)]
+StoreDep = Annotated[Store, Depends(get_store)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 
 
@@ -40,7 +40,7 @@ class TokenCache:
         with self._lock:
             self._items.clear()
 
-    def get(self, store: SqlStore, token: str) -> dict | None:
+    def get(self, store: TokenStore, token: str) -> dict | None:
         now = time.monotonic()
         with self._lock:
             hit = self._items.get(token)

@@ -18,13 +18,13 @@ import os
 import threading
 import warnings
 from pathlib import Path
-from typing import Any
 
 from server.config import Settings
 from server.demo import api
 from server.demo.presets import DEMO_PRESETS, DEMO_PROJECT, PRESETS
 from server.demo.realruns import post_real_runs
 from server.demo.simulator import SimRun, drive, open_run
+from server.store.base import TokenStore
 
 log = logging.getLogger("scalewatch.demo")
 
@@ -58,7 +58,7 @@ class _ShutdownNoise(logging.Filter):
         return not ("Connection refused" in msg and self.spool_root in msg)
 
 
-def demo_token(store: Any) -> str:
+def demo_token(store: TokenStore) -> str:
     """A fresh write token for the simulated trainers; earlier demo tokens are revoked."""
     for t in store.list_tokens():
         if t["name"] == TOKEN_NAME and not t["revoked"]:
@@ -71,7 +71,7 @@ class DemoWorker:
     """The demo thread; ``stop()`` leaves unfinished runs resumable (their spool keeps what
     the stopping server no longer accepted)."""
 
-    def __init__(self, settings: Settings, store: Any = None) -> None:
+    def __init__(self, settings: Settings, store: TokenStore | None = None) -> None:
         self.settings = settings
         self.store = store
         self.url = local_url(settings)
@@ -153,7 +153,7 @@ class DemoWorker:
             self._leave_resumable()
         real.join(5.0)
 
-    def _store(self) -> Any:
+    def _store(self) -> TokenStore:
         if self.store is None:
             from server.db.engine import make_engine
             from server.store import SqlStore
@@ -187,6 +187,6 @@ class DemoWorker:
                 t.join(5.0)
 
 
-def start_demo(settings: Settings, store: Any = None) -> DemoWorker:
+def start_demo(settings: Settings, store: TokenStore | None = None) -> DemoWorker:
     """Start the demo thread; the returned worker has ``stop()`` like the other workers."""
     return DemoWorker(settings, store).start()

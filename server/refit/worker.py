@@ -13,17 +13,27 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from server.background import PollingWorker, worker_identity
 from server.fitting import FitResult, fit_curve
-from server.refit.options import fit_options_for
+from server.services.fits import fit_options_for, fit_record
+from server.store.base import DirtySeries, FitStore
+from server.store.fit_records import FitRecord
 
 log = logging.getLogger("scalewatch.refit")
 
-FitListener = Callable[[dict[str, Any], int, dict[str, Any], dict[str, Any] | None], None]
+
+class FitCounter(Protocol):
+    """Where fit outcomes are counted (`server.api.telemetry.Metrics` for /metrics)."""
+
+    def fit_done(self, ok: bool) -> None: ...
+
+
+# (fit context of the run, series id, the stored fit, the fit before it)
+FitListener = Callable[[dict[str, Any], int, FitRecord, FitRecord | None], None]
 
 
 class Refitter(PollingWorker):
@@ -31,10 +41,10 @@ class Refitter(PollingWorker):
 
     def __init__(
         self,
-        store: Any,
+        store: FitStore,
         poll_interval: float = 0.5,
         lease_seconds: float = 120.0,
-        metrics: Any = None,
+        metrics: FitCounter | None = None,
         listeners: list[FitListener] | None = None,
     ) -> None:
         super().__init__(poll_interval)
@@ -57,7 +67,7 @@ class Refitter(PollingWorker):
                 done += 1
         return done
 
-    def _refit(self, item: Any) -> None:
+    def _refit(self, item: DirtySeries) -> None:
         try:
             context = self.store.fit_context(item.run_id)
             metric, previous = self.store.latest_fit(item.run_id, item.metric)
@@ -71,12 +81,9 @@ class Refitter(PollingWorker):
                     warm = None
             t0 = time.perf_counter()
             result = fit_curve(np.asarray(compute), np.asarray(values), options, previous=warm)
-            stored = {
-                **result.to_dict(internal=True),
-                "metric": metric,
-                "message": result.message,
-                "fit_seconds": round(time.perf_counter() - t0, 4),
-            }
+            stored = fit_record(
+                result, metric=metric, fit_seconds=round(time.perf_counter() - t0, 4)
+            )
         except Exception:  # noqa: BLE001 - a bad series must not stop the others
             log.exception("fit of run %s metric %s failed", item.run_id, item.metric)
             if self.metrics is not None:

@@ -13,28 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from server.fitting import FitResult, compare_fits, fit_curve
-from server.refit import fit_options_for, public_fit
-from server.store.base import PointsPage
-
-
-def fresh_fit(store: Any, run_id: int, metric: str) -> dict[str, Any]:
-    """Fit a run now (nothing stored): used when the refitter has not produced a fit yet."""
-    context = store.fit_context(run_id)
-    page = store.get_points(run_id, metric)
-    result = fit_curve(np.asarray(page.compute), np.asarray(page.values), fit_options_for(context))
-    return {**result.to_dict(internal=True), "metric": metric, "message": result.message}
-
-
-def latest_or_fresh(store: Any, run_id: int, metric: str | None) -> dict[str, Any]:
-    """The latest stored fit (with its `internal` block), else a fresh one explaining why."""
-    name, stored = store.latest_fit(run_id, metric)
-    if stored is None:
-        # Never fitted yet (too few points, or a metric the refitter does not follow):
-        # fit now so the caller learns why, e.g. "only 3 usable points (need 5)".
-        stored = {**fresh_fit(store, run_id, name), "fit_id": None, "fitted_at": None}
-    stored.setdefault("metric", name)
-    return stored
+from server.fitting import FitResult, compare_fits
+from server.services.fits import latest_or_pending, public_fit
+from server.store.base import PointsPage, Store
+from server.store.fit_records import FitRecord
 
 
 @dataclass
@@ -43,12 +25,12 @@ class CompareInput:
 
     run: dict[str, Any]
     label: str
-    fit: dict[str, Any]
+    fit: FitRecord
     points: PointsPage
 
 
 def load_compare_inputs(
-    store: Any,
+    store: Store,
     run_ids: list[int],
     metric: str | None = None,
     *,
@@ -70,7 +52,7 @@ def load_compare_inputs(
 
     def load(info: dict[str, Any]) -> CompareInput:
         label = info["name"] if names.count(info["name"]) == 1 else f"{info['name']}#{info['id']}"
-        stored = latest_or_fresh(store, info["id"], metric)
+        stored = latest_or_pending(store, info["id"], metric)
         page = store.get_points(
             info["id"], stored["metric"], max_points=max_points, x_range=x_range
         )

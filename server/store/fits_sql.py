@@ -112,21 +112,25 @@ class FitsMixin(SqlBase):
         stored after the series last changed. False when the run has no points of `metric`.
         """
         with self.session() as s:
-            sid = s.scalar(select(Series.id).where(Series.run_id == run_id, Series.name == metric))
-            if sid is None:
+            row = s.execute(
+                select(
+                    Series.id,
+                    Series.refit_requested > Series.refit_done,
+                    Series.updated_at,
+                    Fit.created_at,
+                )
+                .join(Fit, Fit.id == Series.latest_fit_id, isouter=True)
+                .where(Series.run_id == run_id, Series.name == metric)
+            ).first()
+            if row is None:
                 return False
-            fitted_at = select(Fit.created_at).where(Fit.id == Series.latest_fit_id)
+            sid, queued, changed_at, fitted_at = row
+            if queued or (fitted_at is not None and changed_at <= fitted_at):
+                return True  # the usual read: nothing to write (and no SQLite write lock)
             # Compare-and-set like the claim: concurrent readers queue it once, not N times.
             s.execute(
                 update(Series)
-                .where(
-                    Series.id == sid,
-                    Series.refit_requested <= Series.refit_done,
-                    or_(
-                        Series.latest_fit_id.is_(None),
-                        Series.updated_at > fitted_at.scalar_subquery(),
-                    ),
-                )
+                .where(Series.id == sid, Series.refit_requested <= Series.refit_done)
                 .values(refit_requested=Series.refit_requested + 1)
             )
             return True

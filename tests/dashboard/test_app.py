@@ -7,6 +7,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from server.ingest import PointRow
+from server.refit import Refitter
 from tests.conftest import make_app
 from tests.dashboard.dash_client import dash_call
 from tests.dashboard.seed import CROSSING, series
@@ -64,6 +65,7 @@ def test_pages_and_callbacks(client) -> None:  # noqa: ANN001
 
 def test_compare_route_still_matches_service(client) -> None:  # noqa: ANN001
     a, b = client.ids
+    Refitter(client.app.state.store).run_once()  # /compare reads stored fits, never fits
     body = client.get("/api/v1/compare", params={"run": [a, b], "budget": 3000}).json()
     assert [r["id"] for r in body["runs"]] == [a, b]
     assert body["comparison"]["pairs"][0]["winner_at_budget"]["run"] in CROSSING
@@ -109,6 +111,9 @@ def test_data_shapes_without_fits(sqlite_url: str) -> None:
     store.ingest_points(
         run["id"], [PointRow("reward", i, float(c), 0.3, None) for i, c in enumerate((1, 2, 3))]
     )
+    d = data.run_detail(store, run["id"])
+    assert d["fit"]["status"] == "pending" and d["fit"]["fit_id"] is None  # queued, not fitted
+    Refitter(store).run_once()
     d = data.run_detail(store, run["id"])
     assert d["fit"]["status"] == "insufficient_data" and "need" in d["fit"]["message"]
     assert d["points"]["total"] == 3 and not d["points"]["downsampled"]

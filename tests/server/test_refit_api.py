@@ -3,29 +3,19 @@
 from __future__ import annotations
 
 import threading
-import time
 
-import numpy as np
-import pytest
 from fastapi.testclient import TestClient
 
 from server.refit import Refitter
 from tests.conftest import make_app
+from tests.support.curves import noisy_sigmoid
+from tests.support.polling import wait_for
 
 TRUE = {"A": 0.61, "B": 1.92, "C_mid": 2542.0, "R0": 0.30}
 
 
-def sigmoid(c, A=TRUE["A"], B=TRUE["B"], C_mid=TRUE["C_mid"], R0=TRUE["R0"]):
-    return R0 + (A - R0) / (1 + (C_mid / np.asarray(c)) ** B)
-
-
 def synthetic(n=80, c_max=8000.0, seed=0, **params):
-    rng = np.random.default_rng(seed)
-    c = np.linspace(c_max / n, c_max, n)
-    noise = np.zeros(n)
-    for i in range(1, n):  # AR(1): evaluation noise is serially correlated
-        noise[i] = 0.5 * noise[i - 1] + rng.normal(0, 0.008)
-    return c, sigmoid(c, **params) + noise
+    return noisy_sigmoid(**{**TRUE, **params}, n=n, c_max=c_max, seed=seed, sd=0.008)
 
 
 def post_series(client, rid, c, y, start=0, metric="val_pass_rate"):
@@ -35,23 +25,6 @@ def post_series(client, rid, c, y, start=0, metric="val_pass_rate"):
     ]
     r = client.post(f"/api/v1/runs/{rid}/points", json={"points": pts})
     assert r.status_code == 200, r.text
-
-
-def wait_for(predicate, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError("condition not met in time")
-
-
-@pytest.fixture
-def live_app(database_url):
-    app = make_app(database_url, workers=True, refit_interval=0.1)
-    with TestClient(app) as client:
-        yield app, client
 
 
 def test_ingest_triggers_fits_and_history(live_app):
@@ -98,9 +71,45 @@ def test_patching_fit_settings_refits(live_app):
 def test_too_few_points_explain_themselves(api):
     rid = api.post("/api/v1/runs", json={"project": "p", "name": "r"}).json()["id"]
     post_series(api, rid, [1.0, 2.0, 3.0], [0.1, 0.2, 0.25], metric="reward")
+    # The GET never fits: until the refitter has run, the answer is "pending".
+    pending = api.get(f"/api/v1/runs/{rid}/fit").json()
+    assert pending["status"] == "pending" and pending["fit_id"] is None
+    assert pending["metric"] == "reward" and "queued" in pending["message"]
+    Refitter(api.app.state.store).run_once()
     fit = api.get(f"/api/v1/runs/{rid}/fit").json()
-    assert fit["status"] == "insufficient_data" and fit["fit_id"] is None
+    assert fit["status"] == "insufficient_data" and fit["fit_id"] is not None
     assert "3" in fit["message"] and fit["A"] is None
+
+
+def test_reading_an_unfitted_metric_queues_a_fit(api):
+    """A metric nobody refits (not the run's fit metric) is fitted by the refitter on request,
+    and again once it has newer points, never inside the GET."""
+    store = api.app.state.store
+    rid = api.post("/api/v1/runs", json={"project": "p", "name": "r"}).json()["id"]
+    c, y = synthetic()
+    post_series(api, rid, c[:60], y[:60])
+    post_series(api, rid, c[:60], y[:60] * 0.9, metric="reward")
+    Refitter(store).run_once()  # fits val_pass_rate, the fit metric, only
+
+    url = f"/api/v1/runs/{rid}/fit"
+    first = api.get(url, params={"metric": "reward"}).json()
+    assert first["status"] == "pending" and first["fit_id"] is None
+    assert first["metric"] == "reward"
+    none = api.get(url, params={"metric": "nothing"}).json()
+    assert none["status"] == "insufficient_data" and "no points" in none["message"]
+
+    assert Refitter(store).run_once() == 1  # the queued reward fit, nothing else
+    fitted = api.get(url, params={"metric": "reward"}).json()
+    assert fitted["status"] in ("ok", "unidentified") and fitted["fit_id"] is not None
+    assert api.get(url).json()["metric"] == "val_pass_rate"  # the run's fit metric is unchanged
+
+    post_series(api, rid, c[60:], y[60:] * 0.9, start=60, metric="reward")
+    # Newer points: the stored fit is still answered, and a refit is queued by the read.
+    assert api.get(url, params={"metric": "reward"}).json()["fit_id"] == fitted["fit_id"]
+    assert Refitter(store).run_once() == 1
+    newer = api.get(url, params={"metric": "reward"}).json()
+    assert newer["fit_id"] != fitted["fit_id"] and newer["n_points"] > fitted["n_points"]
+    assert Refitter(store).run_once() == 0  # a current fit queues nothing
 
 
 def test_stateless_fit_and_compare(api):
@@ -134,6 +143,7 @@ def test_stateless_fit_and_compare(api):
     post_series(api, high, c, y)
     c2, y2 = synthetic(seed=1, A=0.52)
     post_series(api, low, c2, y2)
+    Refitter(api.app.state.store).run_once()  # compare reads stored fits
     cmp = api.get("/api/v1/compare", params={"run": [high, low], "budget": 16000}).json()
     assert [r["name"] for r in cmp["runs"]] == ["high", "low"]
     pair = cmp["comparison"]["pairs"][0]

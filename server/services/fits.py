@@ -1,0 +1,74 @@
+"""Fits between the engine and the rest: options from a run's settings, the record the store
+keeps and the API returns, and the read path ("latest fit, else queue one").
+
+Shared by the refitter (which writes fits), the REST API and the dashboard (which read them),
+so neither reader depends on the background worker and a fit looks the same everywhere.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from server.fitting import FitOptions, FitResult
+from server.store.base import FitStore
+from server.store.fit_records import FitRecord, PublicFit
+
+
+def fit_options_for(context: dict[str, Any], intervals: bool = True) -> FitOptions:
+    """FitOptions from a run's fit settings (r0, warmup, fit_until, value_range) and target."""
+    fs = context.get("fit_settings") or {}
+    value_range = fs.get("value_range") or (0.0, 1.0)
+    return FitOptions(
+        r0=fs.get("r0"),
+        warmup=float(fs.get("warmup") or 0.0),
+        fit_until=fs.get("fit_until"),
+        target_compute=context.get("target_compute"),
+        value_range=(float(value_range[0]), float(value_range[1])),
+        intervals=intervals,
+    )
+
+
+def fit_record(result: FitResult, *, internal: bool = True, **extra: Any) -> FitRecord:
+    """The engine's result as a record, plus `extra` keys (metric, fit_seconds, ...).
+
+    The one place `message` joins the public keys: the engine keeps it internal, but why a
+    fit is `unidentified` or `insufficient_data` is what a user asks first. `internal=False`
+    leaves out the draws and noise model (a stateless fit returns nothing to redraw from).
+    """
+    record: dict[str, Any] = {**result.to_dict(internal=internal), "message": result.message}
+    record.update(extra)
+    return record  # type: ignore[return-value]  # the keys of PublicFit/FitRecord, built above
+
+
+def public_fit(stored: FitRecord | None) -> PublicFit | None:
+    """What the API returns for a stored record: everything but the `internal` block."""
+    if stored is None:
+        return None
+    out: dict[str, Any] = {k: v for k, v in stored.items() if k != "internal"}
+    return out  # type: ignore[return-value]  # a FitRecord minus `internal` is a PublicFit
+
+
+def not_fitted(metric: str, queued: bool) -> FitRecord:
+    """The record answered while no fit is stored: `pending` when one is queued."""
+    if queued:
+        result = FitResult(status="pending", message=f"not fitted yet: a fit of {metric} is queued")
+    else:
+        result = FitResult(status="insufficient_data", message=f"no points of {metric} yet")
+    return fit_record(result, internal=False, metric=metric, fit_id=None, fitted_at=None)
+
+
+def latest_or_pending(store: FitStore, run_id: int, metric: str | None) -> FitRecord:
+    """The latest stored fit of a run's metric (default: its fit metric), never fitting here.
+
+    A metric without a stored fit answers `not_fitted`. Reading a fit also asks for one when
+    the stored fit is older than the series (ingest queues only the fit metric), so any
+    metric someone looks at gets fitted, by the refitter, from the points it then has.
+    Raises `NotFound` for an unknown run.
+    """
+    name, stored = store.latest_fit(run_id, metric)
+    queued = store.request_fit(run_id, name)
+    if stored is None:
+        return not_fitted(name, queued)
+    if "metric" not in stored:
+        stored["metric"] = name
+    return stored
