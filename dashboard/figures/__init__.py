@@ -1,0 +1,38 @@
+"""Pure figure builders: plain data in, plotly figure out (no store, no Dash).
+
+Conventions follow the ScaleRL paper: compute on a log x axis, the fitted curve solid over the
+fit window, the extrapolation dashed with its 95% band, held-out points (beyond the fit
+window) as "×", the excluded warm-up shaded.
+
+`common` holds what all figures share, `run` and `compare` the figures of those pages.
+"""
+
+from dashboard.figures.common import (
+    PALETTE,
+    a_text,
+    empty_figure,
+    fmt,
+    log_ticks,
+    rgba,
+    run_color,
+    unit_label,
+)
+from dashboard.figures.compare import ceiling_figure, compare_figure
+from dashboard.figures.run import fit_caption, history_figure, residuals_figure, run_figure
+
+__all__ = [
+    "PALETTE",
+    "a_text",
+    "ceiling_figure",
+    "compare_figure",
+    "empty_figure",
+    "fit_caption",
+    "fmt",
+    "history_figure",
+    "log_ticks",
+    "residuals_figure",
+    "rgba",
+    "run_color",
+    "run_figure",
+    "unit_label",
+]

@@ -1,0 +1,228 @@
+"""Figures of the Run page: points with fit and extrapolation, the A estimate over time,
+residuals; and the caption under them."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import plotly.graph_objects as go
+
+from dashboard.figures.common import (
+    GREY,
+    a_text,
+    base_layout,
+    curve_traces,
+    empty_figure,
+    fmt,
+    log_axis,
+    positive,
+    vline,
+)
+from server.fitting import FitResult, predict
+
+
+def fit_caption(fit: dict[str, Any] | None, unit: str) -> str:
+    """One line under a chart title: the fitted parameters, or why there is no fit."""
+    if not fit:
+        return "no fit yet"
+    if fit.get("status") == "insufficient_data" or fit.get("B") is None:
+        msg = fit.get("message") or ""  # every record carries it (services/fits.py)
+        return f"no fit yet: {msg}" if msg else "no fit yet"
+    a = a_text(fit)
+    parts = [
+        f"A {a}" if a.startswith("≥") else f"A = {a}",
+        f"B = {fmt(fit.get('B'))}",
+        f"C_mid = {fmt(fit.get('C_mid'))}",
+    ]
+    if fit.get("predicted_at_target") is not None and fit.get("target_compute"):
+        pi = fit.get("predicted_interval") or [None, None]
+        band = f" [{pi[0]:.3f}, {pi[1]:.3f}]" if None not in pi else ""
+        parts.append(
+            f"predicted {fit['predicted_at_target']:.3f}{band} at "
+            f"{fmt(fit['target_compute'])} {unit}"
+        )
+    if fit.get("A") is None:
+        parts.append("asymptote not identified yet")
+    return " · ".join(parts)
+
+
+def run_figure(
+    points: dict[str, Any],
+    fit: dict[str, Any] | None,
+    *,
+    color: str,
+    unit: str,
+    metric: str,
+    title: str = "",
+    warmup: float | None = None,
+    fit_until: float | None = None,
+    target: float | None = None,
+) -> go.Figure:
+    """One run: points, fit (solid), extrapolation (dashed) with band, warm-up, held-out (×).
+
+    Trace order is fixed so live updates can extend by index: 0 = points, 1 = held-out.
+    """
+    c, y = positive(points.get("compute", []), points.get("values", []))
+    if c.size == 0:
+        return empty_figure("no points yet", title)
+    held = c > fit_until if fit_until else np.zeros(c.size, dtype=bool)
+    fig = go.Figure()
+    hover = f"%{{x:,.4g}} {unit}<br>{metric} %{{y:.4f}}<extra></extra>"
+    # Plain lists (not typed arrays) so the browser-side figure can be extended with Patch().
+    fig.add_trace(
+        go.Scatter(
+            x=c[~held].tolist(),
+            y=y[~held].tolist(),
+            mode="markers",
+            marker={"color": color, "size": 6, "opacity": 0.75},
+            name="points",
+            meta="points",
+            hovertemplate=hover,
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=c[held].tolist(),
+            y=y[held].tolist(),
+            mode="markers",
+            marker={
+                "color": color,
+                "size": 9,
+                "symbol": "x-thin",
+                "line": {"width": 2, "color": color},
+            },
+            name="held out (×)",
+            meta="heldout",
+            hovertemplate=hover,
+            visible=True if held.any() else "legendonly",
+            showlegend=bool(held.any()),
+        )
+    )
+    end = max(float(c.max()), target or 0.0)
+    for tr in curve_traces(fit, color, "", end) if fit else []:
+        fig.add_trace(tr)
+    base_layout(fig, title, f"compute ({unit}, log scale)", metric, log_x=True)
+    caption = fit_caption(fit, unit)
+    fig.add_annotation(
+        text=caption,
+        showarrow=False,
+        xref="paper",
+        yref="paper",
+        x=0,
+        y=1.0,
+        xanchor="left",
+        yanchor="bottom",
+        font={"size": 12, "color": "#455a64"},
+    )
+    fig.update_layout(margin={"t": 90}, legend={"y": 1.09})
+    lo = float(c.min())
+    if warmup and warmup > lo:
+        # On a log axis shapes take data values, annotations log10 values.
+        fig.add_shape(
+            type="rect",
+            x0=lo / 1.15,
+            x1=warmup,
+            y0=0,
+            y1=1,
+            xref="x",
+            yref="paper",
+            fillcolor="#b0bec5",
+            opacity=0.3,
+            line_width=0,
+            layer="below",
+        )
+        fig.add_annotation(
+            x=math.log10(warmup), y=0.98, xref="x", yref="paper", text="warm-up (excluded)",
+            showarrow=False, xanchor="right", yanchor="top",
+            font={"size": 11, "color": "#546e7a"},
+        )  # fmt: skip
+    if fit_until and fit_until < float(c.max()):
+        vline(fig, fit_until, "end of fit window", "#b0bec5", 1, 0.0)
+    if target and target > 0:
+        vline(fig, target, "target", "#78909c", 1, 0.0)
+    log_axis(fig, lo, max(float(c.max()), target or 0.0))
+    return fig
+
+
+def history_figure(history: list[dict[str, Any]], *, color: str, unit: str) -> go.Figure:
+    """How the A estimate (with its 95% interval) moved as compute grew."""
+    title = "A estimate as compute grew"
+    rows = [h for h in history if h.get("max_compute")]
+    if not rows:
+        return empty_figure("no fits yet", title)
+    ok = [h for h in rows if h.get("A") is not None]
+    lb = [h for h in rows if h.get("A") is None and h.get("A_lower_bound") is not None]
+    fig = go.Figure()
+    if ok:
+        err_hi = [(h["A_ci"][1] - h["A"]) if h.get("A_ci") else 0 for h in ok]
+        err_lo = [(h["A"] - h["A_ci"][0]) if h.get("A_ci") else 0 for h in ok]
+        fig.add_trace(
+            go.Scatter(
+                x=[h["max_compute"] for h in ok],
+                y=[h["A"] for h in ok],
+                mode="lines+markers",
+                line={"color": color},
+                error_y={"type": "data", "array": err_hi, "arrayminus": err_lo, "thickness": 1},
+                name="A (95% interval)",
+                meta="A",
+            )
+        )
+    if lb:
+        fig.add_trace(
+            go.Scatter(
+                x=[h["max_compute"] for h in lb],
+                y=[h["A_lower_bound"] for h in lb],
+                mode="markers",
+                marker={"symbol": "triangle-up", "color": GREY, "size": 9},
+                name="A ≥ (not identified)",
+                meta="A_lower_bound",
+            )
+        )
+    base_layout(fig, title, f"compute fitted ({unit}, log scale)", "A", log_x=True)
+    xs = [h["max_compute"] for h in rows]
+    log_axis(fig, min(xs), max(xs))
+    return fig
+
+
+def residuals_figure(
+    points: dict[str, Any],
+    fit: dict[str, Any] | None,
+    *,
+    color: str,
+    unit: str,
+    warmup: float | None = None,
+    fit_until: float | None = None,
+) -> go.Figure:
+    """Observed minus fitted, over the fit window (held-out points as ×)."""
+    title = "Residuals (observed − fit)"
+    c, y = positive(points.get("compute", []), points.get("values", []))
+    res = FitResult.from_dict(fit) if fit else None
+    if res is None or res.params is None or c.size == 0:
+        return empty_figure("no fit yet", title)
+    keep = c >= (warmup or 0)
+    c, y = c[keep], y[keep]
+    r = y - predict(res, c)
+    held = c > fit_until if fit_until else np.zeros(c.size, dtype=bool)
+    fig = go.Figure()
+    fig.add_trace(
+        go.Scatter(
+            x=c[~held], y=r[~held].astype("f4"), mode="markers",
+            marker={"color": color, "size": 5}, name="fit window", meta="residuals",
+        )
+    )  # fmt: skip
+    if held.any():
+        fig.add_trace(
+            go.Scatter(
+                x=c[held], y=r[held].astype("f4"), mode="markers",
+                marker={"color": color, "size": 8, "symbol": "x-thin",
+                        "line": {"width": 2, "color": color}},
+                name="held out (×)", meta="heldout",
+            )
+        )  # fmt: skip
+    fig.add_hline(y=0, line={"color": "#78909c", "width": 1})
+    base_layout(fig, title, f"compute ({unit}, log scale)", "residual", log_x=True)
+    if c.size:
+        log_axis(fig, float(c.min()), float(c.max()))
+    return fig
