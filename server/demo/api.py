@@ -1,16 +1,19 @@
 """The few REST calls the simulator makes besides what the trainer client does.
 
-Standard library only (the trainer client's connection class), so the simulator talks to a
-server exactly as an external process would: run look-ups for resuming, demo alert rules.
+Standard library only (urllib), so the simulator talks to a server exactly as an external
+process would: run look-ups for resuming, demo alert rules. (Not the trainer client's private
+connection class: the demo uses only the client's public API.)
 """
 
 from __future__ import annotations
 
+import json
 import threading
 import time
-from typing import Any
-
-from trainer_client._http import Connection, TransportError
+import urllib.error
+import urllib.request
+from typing import Any, NamedTuple
+from urllib.parse import urlencode
 
 DEMO_RULES: tuple[tuple[str, dict[str, Any]], ...] = (
     ("asymptote_drop", {"delta": 0.02}),
@@ -22,12 +25,54 @@ class ApiError(RuntimeError):
     """The server answered, but not as expected (e.g. a bad token)."""
 
 
+class TransportError(OSError):
+    """No HTTP answer came back (refused, reset, timed out)."""
+
+
+class _Reply(NamedTuple):
+    status: int
+    body: bytes
+
+
+class Connection:
+    """Where and how to call one server (a request per call: the demo makes a handful)."""
+
+    def __init__(self, url: str, token: str | None, timeout: float = 10.0) -> None:
+        self.url = url.rstrip("/") if "://" in url else "http://" + url.rstrip("/")
+        self.token = token
+        self.timeout = timeout
+
+    def call(self, method: str, path: str, params: dict | None = None,
+             body: Any = None) -> _Reply:
+        target = self.url + path
+        if params:
+            target += "?" + urlencode({k: v for k, v in params.items() if v is not None})
+        headers = {"Accept": "application/json"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        req = urllib.request.Request(target, data=data, headers=headers, method=method)
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:  # noqa: S310
+                return _Reply(resp.status, resp.read())
+        except urllib.error.HTTPError as exc:  # an answer, just not a 2xx
+            return _Reply(exc.code, exc.read())
+        except (urllib.error.URLError, OSError) as exc:
+            raise TransportError(f"{type(exc).__name__}: {exc}") from exc
+
+    def close(self) -> None:
+        """Nothing is kept open between calls."""
+
+
 def _json(conn: Connection, method: str, path: str, params: dict | None = None,
           body: Any = None) -> Any:
-    r = conn.get_json(path, params) if method == "GET" else conn.post_json(path, body)
+    r = conn.call(method, path, params, body)
     if r.status not in (200, 201):
         raise ApiError(f"{method} {path}: HTTP {r.status}: {r.body[:300]!r}")
-    return r.json()
+    return json.loads(r.body)
 
 
 def existing_runs(url: str, token: str | None, project: str) -> dict[str, dict[str, Any]]:
@@ -72,7 +117,7 @@ def wait_healthy(url: str, timeout: float, stop: threading.Event | None = None) 
     try:
         while time.monotonic() < deadline:
             try:
-                if conn.get_json("/healthz").status == 200:
+                if conn.call("GET", "/healthz").status == 200:
                     return True
             except TransportError:
                 pass
