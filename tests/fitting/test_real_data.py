@@ -1,4 +1,6 @@
-"""Fits on real GRPO curves vendored from befocuss/Deep-GRPO (Apache-2.0, see README there)."""
+"""Fits on real GRPO curves vendored from befocuss/Deep-GRPO (Apache-2.0, see the README there).
+
+The CSVs live once, in server/demo/data/ (the demo ships them in the package)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import numpy as np
 
 from server.fitting import FitOptions, compare_fits, fit_curve
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "deep_grpo"
+DATA = Path(__file__).resolve().parents[2] / "server" / "demo" / "data"
 SAMPLES_PER_STEP = 64 * 8  # 64 prompts x 8 rollouts (verl config at the vendored commit)
 
 
