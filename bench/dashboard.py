@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench._common import TempDatabase, pg_available  # noqa: E402
-from tests.dashboard.dash_client import dash_call  # noqa: E402
+from dashboard.callback_client import dash_call  # noqa: E402
 
 TARGET_MS = 300.0
 TARGET_BYTES = 1_000_000

@@ -1,4 +1,5 @@
-"""Call a Dash callback over HTTP the way the browser does (tests and bench/dashboard.py)."""
+"""Call a Dash callback over HTTP the way the browser does, with any client that has `get`/`post`
+(httpx, FastAPI's TestClient): used by the tests and bench/dashboard.py. Not imported by the app."""
 
 from __future__ import annotations
 

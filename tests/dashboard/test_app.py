@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
+from dashboard.callback_client import dash_call
 from server.ingest import PointRow
 from server.refit import Refitter
 from tests.conftest import make_app
-from tests.dashboard.dash_client import dash_call
 from tests.dashboard.seed import CROSSING, series
 
 
