@@ -16,7 +16,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from server.api.deps import AUTH_COOKIE, SCOPE_RANK
+from server.scopes import AUTH_COOKIE, SCOPE_RANK
 
 COOKIE_MAX_AGE = 30 * 24 * 3600
 

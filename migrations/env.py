@@ -7,6 +7,7 @@ import os
 from alembic import context
 from sqlalchemy import create_engine
 
+from server.db import alert_models  # noqa: F401 - registers the alert tables on Base.metadata
 from server.db.models import Base
 
 config = context.config

@@ -9,11 +9,9 @@ from typing import Annotated, Any
 from fastapi import Depends, HTTPException, Request
 
 from server.config import Settings
-from server.db.models import SCOPES
+from server.scopes import AUTH_COOKIE, SCOPE_RANK
 from server.store.base import Store, TokenStore
 
-SCOPE_RANK = {name: i for i, name in enumerate(SCOPES)}  # read < write < admin
-AUTH_COOKIE = "scalewatch_token"
 _CACHE_TTL = 5.0  # seconds a verified token is trusted without a database round trip
 
 

@@ -1,6 +1,8 @@
 """Alert tables: rules, alerts (one active per rule and run), and the webhook outbox.
 
-Registered on the shared `Base` by an import at the bottom of `server.db.models`.
+They extend the shared `Base` of `server.db.models` (this module imports that one, never the
+other way round); whatever needs the whole schema on `Base.metadata` imports both (the store's
+alert mixins, `migrations/env.py`).
 
 * `alerts.open_key` is `"<rule_id>:<run_id>"` while an alert is active (open or acknowledged)
   and NULL once resolved. Its unique index is what makes "one active alert per (rule, run)" hold

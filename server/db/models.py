@@ -27,7 +27,6 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 RUN_STATUSES = ("running", "finished", "failed")
-SCOPES = ("read", "write", "admin")
 
 
 def utcnow() -> datetime:
@@ -164,7 +163,3 @@ class ApiToken(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     revoked: Mapped[bool] = mapped_column(Boolean, default=False)
-
-
-# Alert tables live in their own module; importing it registers them on Base.metadata.
-from server.db import alert_models as _alert_models  # noqa: E402, F401

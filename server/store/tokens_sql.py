@@ -7,7 +7,8 @@ import secrets
 
 from sqlalchemy import func, select, update
 
-from server.db.models import SCOPES, ApiToken, utcnow
+from server.db.models import ApiToken, utcnow
+from server.scopes import SCOPES
 from server.store.common import SqlBase, iso
 
 TOKEN_PREFIX = "sw_"
