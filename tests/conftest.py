@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.databases import Postgres, require_postgres
+from tests.support.databases import Postgres, migrated_sqlite, require_postgres
 from tests.support.live_server import LiveServer
 
 warnings.filterwarnings("ignore", message=".*httpx2.*")
@@ -26,16 +26,9 @@ def postgres() -> Iterator[Postgres]:
 
 def _database_url(backend: str, postgres: Postgres, tmp_path: Path, migrated: bool) -> str:
     if backend == "sqlite":
-        url = f"sqlite:///{tmp_path / 'scalewatch.db'}"
         if migrated:
-            from sqlalchemy import create_engine
-
-            from server.db.migrate import upgrade
-
-            engine = create_engine(url)
-            upgrade(engine)
-            engine.dispose()
-        return url
+            return migrated_sqlite(tmp_path)
+        return f"sqlite:///{tmp_path / 'scalewatch.db'}"
     require_postgres(postgres)
     return postgres.new_database(migrated=migrated)
 
@@ -95,6 +88,19 @@ def api(database_url: str) -> Iterator:
     app = make_app(database_url)
     with TestClient(app) as client:
         yield client
+    app.state.store.engine.dispose()
+
+
+@pytest.fixture
+def live_app(database_url: str) -> Iterator[tuple]:
+    """(app, TestClient) with the refitter, alert timer and webhook sender running, all fast."""
+    from fastapi.testclient import TestClient
+
+    app = make_app(
+        database_url, workers=True, refit_interval=0.05, alert_interval=0.2, webhook_backoff=0.2
+    )
+    with TestClient(app) as client:
+        yield app, client
     app.state.store.engine.dispose()
 
 

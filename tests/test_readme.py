@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from tests.alerts.helpers import Receiver
-from tests.support.live_server import LiveServer, free_port
+from tests.support.live_server import LiveServer
+from tests.support.net import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()

@@ -4,31 +4,29 @@ from __future__ import annotations
 
 import json
 import threading
-import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import numpy as np
+
+from tests.support import curves
+from tests.support.net import LoopbackHTTPServer
+from tests.support.polling import wait_for
 
 R0, B, C_MID = 0.10, 1.92, 2542.0
 EVALS, C_MAX = 200, 20000.0  # an evaluation every 100 steps, 100 GPU-h apart
 
 
-def sigmoid(c: Any, A: float, b: float = B, c_mid: float = C_MID) -> np.ndarray:
-    return R0 + (A - R0) / (1 + (c_mid / np.asarray(c, dtype=float)) ** b)
+def sigmoid(c: Any, A: float) -> np.ndarray:
+    return curves.sigmoid(c, A, B, C_MID, R0)
 
 
-def ar1(n: int, seed: int, sd: float = 0.01, phi: float = 0.5) -> np.ndarray:
-    """Serially correlated evaluation noise (what real eval curves show)."""
-    rng = np.random.default_rng(seed)
-    noise = np.zeros(n)
-    for i in range(1, n):
-        noise[i] = phi * noise[i - 1] + rng.normal(0, sd)
-    return noise
+def ar1(n: int, seed: int) -> np.ndarray:
+    return curves.ar1_noise(n, seed, sd=0.01)
 
 
-def compute_axis(n: int = EVALS, c_max: float = C_MAX) -> np.ndarray:
-    return np.linspace(c_max / n, c_max, n)
+def compute_axis() -> np.ndarray:
+    return curves.compute_axis(EVALS, C_MAX)
 
 
 def stable_run(seed: int, A: float = 0.61) -> tuple[np.ndarray, np.ndarray]:
@@ -60,16 +58,6 @@ def points(c: Any, y: Any, start: int, metric: str = "val_pass_rate") -> list[di
     ]
 
 
-def wait_for(predicate: Any, timeout: float = 60.0, interval: float = 0.05) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError("condition not met in time")
-
-
 def post_and_fit(client: Any, rid: int, c: Any, y: Any, start: int, timeout: float = 60) -> dict:
     """Post evaluations [start, start + len) and wait until the refitter has fitted them all."""
     r = client.post(f"/api/v1/runs/{rid}/points", json={"points": points(c, y, start)})
@@ -83,14 +71,21 @@ def post_and_fit(client: Any, rid: int, c: Any, y: Any, start: int, timeout: flo
     return wait_for(fitted, timeout)
 
 
-class Receiver:
+class Receiver(LoopbackHTTPServer):
     """A webhook endpoint on loopback: records every request; fails the first `fail_first`."""
 
     def __init__(self, fail_first: int = 0, status: int = 503) -> None:
+        super().__init__()
         self.fail_first = fail_first
         self.status = status
         self.requests: list[dict[str, Any]] = []
         self.lock = threading.Lock()
+
+    @property
+    def url(self) -> str:
+        return f"{self.base_url}/hook"
+
+    def handler(self) -> type[BaseHTTPRequestHandler]:
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -116,17 +111,7 @@ class Receiver:
             def log_message(self, *_args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> Receiver:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *_exc: Any) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        return Handler
 
     def delivered(self) -> list[dict[str, Any]]:
         with self.lock:

@@ -13,8 +13,8 @@ from tests.alerts.helpers import (
     dropping_run,
     post_and_fit,
     stable_run,
-    wait_for,
 )
+from tests.support.polling import wait_for
 
 FIRST, BATCH = 40, 2  # the first 40 evaluations at once, then 2 evaluations per post
 

@@ -8,7 +8,8 @@ from sqlalchemy.exc import IntegrityError
 from server.alerts.service import AlertService
 from server.db.alert_models import Alert
 from server.db.models import utcnow
-from tests.alerts.helpers import stable_run, wait_for
+from tests.alerts.helpers import stable_run
+from tests.support.polling import wait_for
 
 
 def _run(api, name="r", project="p"):

@@ -22,19 +22,22 @@ import struct
 import threading
 import time
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import urlsplit
+
+from tests.support.net import LoopbackHTTPServer
 
 HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "te",
        "trailer", "proxy-authorization", "proxy-authenticate", "host", "content-length"}
 FAULTS = ("500_before", "500_after", "reset_before", "reset_after", "stall")
 
 
-class FaultProxy:
+class FaultProxy(LoopbackHTTPServer):
     def __init__(self, upstream: str, faults: dict[str, float] | None = None, seed: int = 0,
                  stall_seconds: float = 3.0, methods: tuple[str, ...] = ("POST",),
                  path_filter: str = ""):
+        super().__init__()
         up = urlsplit(upstream)
         self.up_host, self.up_port = up.hostname, up.port
         self.faults = dict(faults or {})
@@ -48,8 +51,10 @@ class FaultProxy:
         self.counts: Counter[str] = Counter()
         self.requests: list[tuple[str, str]] = []
         self.lock = threading.Lock()
-        self._httpd: ThreadingHTTPServer | None = None
-        self.url = ""
+
+    @property
+    def url(self) -> str:
+        return self.base_url
 
     def _draw(self, method: str, path: str) -> str | None:
         with self.lock:
@@ -75,7 +80,7 @@ class FaultProxy:
         finally:
             conn.close()
 
-    def start(self) -> FaultProxy:
+    def handler(self) -> type[BaseHTTPRequestHandler]:
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -122,20 +127,4 @@ class FaultProxy:
 
             do_GET = do_POST = do_PATCH = do_DELETE = _handle
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
-        threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-
-    def __enter__(self) -> FaultProxy:
-        return self.start()
-
-    def __exit__(self, *a: Any) -> None:
-        self.stop()
+        return Handler

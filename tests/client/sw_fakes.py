@@ -7,17 +7,13 @@ import json
 import socket
 import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.support.net import LoopbackHTTPServer, free_port
 
 
-class FakeServer:
+class FakeServer(LoopbackHTTPServer):
     """An in-memory imitation of the scalewatch API (runs + points with upsert).
 
     ``behaviour(method, path, body) -> (status, headers, bytes) | None`` can override any
@@ -26,6 +22,8 @@ class FakeServer:
 
     def __init__(self, port: int = 0, behaviour: Callable[..., Any] | None = None,
                  token: str | None = None):
+        # The port is chosen now, so a test can point a client at it before starting it.
+        super().__init__(port or free_port())
         self.behaviour = behaviour
         self.token = token
         self.requests: list[dict[str, Any]] = []
@@ -34,12 +32,10 @@ class FakeServer:
         self.points: dict[tuple[int, str, int], tuple[float, float]] = {}
         self.inserts: dict[tuple[int, str, int], int] = {}
         self.lock = threading.Lock()
-        self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self._httpd: ThreadingHTTPServer | None = None
+        self.url = self.base_url
 
     # -- lifecycle
-    def start(self) -> FakeServer:
+    def handler(self) -> type[BaseHTTPRequestHandler]:
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -69,23 +65,7 @@ class FakeServer:
 
             do_GET = do_POST = do_PATCH = _handle
 
-        ThreadingHTTPServer.allow_reuse_address = True
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
-        self._httpd.daemon_threads = True
-        threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-
-    def __enter__(self) -> FakeServer:
-        return self.start()
-
-    def __exit__(self, *a: Any) -> None:
-        self.stop()
+        return Handler
 
     # -- default API
     def answer(self, method: str, path: str, body: Any, headers: Any):

@@ -23,22 +23,15 @@ import time
 from pathlib import Path
 
 import pytest
-from fault_proxy import FaultProxy
 
 import trainer_client as sw
-from tests.support.live_server import LiveServer, free_port
-from trainer_client import sender as sendermod
+from tests.client.fault_proxy import FaultProxy
+from tests.support.live_server import LiveServer
+from tests.support.net import free_port
 from trainer_client.spool import Spool
 
-pytestmark = [pytest.mark.slow]
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("bounded_backoff")]
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(autouse=True)
-def _bounded_backoff(monkeypatch):
-    # Same algorithm, smaller cap, so the suite stays short; the 30 s cap is unit-tested.
-    monkeypatch.setattr(sendermod, "BACKOFF_CAP", 3.0)
-    monkeypatch.setenv("SCALEWATCH_FSYNC", "0")
 
 
 def server_points(server: LiveServer, run_id: int, metric: str) -> list[dict]:

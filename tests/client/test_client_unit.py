@@ -12,31 +12,17 @@ import time
 from collections import Counter
 
 import pytest
-from sw_fakes import FakeServer, SilentServer, free_port
 
 import trainer_client as sw
+from tests.client.sw_fakes import FakeServer, SilentServer
+from tests.support.net import free_port
+from tests.support.polling import wait_for
 from trainer_client import sender as sendermod
 from trainer_client._http import backoff_delay, is_retryable_status, parse_retry_after
 from trainer_client.sender import Sender, SendTarget, dedupe_points
 from trainer_client.spool import Spool, iter_spools
 
-pytestmark = pytest.mark.timeout(120)
-
-
-@pytest.fixture(autouse=True)
-def _fast_backoff(monkeypatch):
-    monkeypatch.setattr(sendermod, "BACKOFF_BASE", 0.05)
-    monkeypatch.setattr(sendermod, "BACKOFF_CAP", 0.5)
-    monkeypatch.setenv("SCALEWATCH_FSYNC", "0")
-
-
-def wait_for(cond, timeout=30.0, every=0.05):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(every)
-    return cond()
+pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("fast_backoff")]
 
 
 # --------------------------------------------------------------------------- compute
@@ -338,7 +324,7 @@ def test_404_reregisters_and_401_keeps_points(tmp_path):
         run = sw.init("p", "n", url=srv.url, home=tmp_path)
         run.log({"m": 1.0}, step=1, compute=1.0)
         assert run.flush(10)
-        assert wait_for(lambda: srv.steps("m") == [1])
+        assert wait_for(lambda: srv.steps("m") == [1], timeout=30.0)
         with srv.lock:  # the run disappears on the server (deleted / new database)
             srv.runs.clear(), srv.run_meta.clear(), srv.points.clear()
         run.log({"m": 1.0}, step=2, compute=1.0)

@@ -9,9 +9,8 @@ import time
 from pathlib import Path
 
 import pytest
-from sw_fakes import FakeServer
 
-from trainer_client import sender as sendermod
+from tests.client.sw_fakes import FakeServer
 from trainer_client.pipelinerl import (
     Sidecar,
     add_sidecar_arguments,
@@ -20,7 +19,7 @@ from trainer_client.pipelinerl import (
     run_sidecar,
 )
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("fast_backoff")]
 
 T0 = 1_790_000_000.0  # launch time (mtime of exp_config.yaml)
 SPS = 1024  # samples per step
@@ -53,13 +52,6 @@ jobs:
   gpus:
   - 3
 """  # 4 GPUs
-
-
-@pytest.fixture(autouse=True)
-def _fast(monkeypatch):
-    monkeypatch.setattr(sendermod, "BACKOFF_BASE", 0.05)
-    monkeypatch.setattr(sendermod, "BACKOFF_CAP", 0.5)
-    monkeypatch.setenv("SCALEWATCH_FSYNC", "0")
 
 
 def trainer_line(step: int, at: float, reward: float = 0.5) -> str:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.dashboard.seed import seed, wait_for_fits
+from tests.support.databases import migrated_sqlite
 from tests.support.live_server import LiveServer
 
 CHROMIUM = "/usr/bin/chromium"
@@ -59,24 +60,12 @@ def page(browser) -> Iterator:  # noqa: ANN001
     context.close()
 
 
-def _sqlite_url(tmp: Path) -> str:
-    from sqlalchemy import create_engine
-
-    from server.db.migrate import upgrade
-
-    url = f"sqlite:///{tmp / 'scalewatch.db'}"
-    engine = create_engine(url)
-    upgrade(engine)
-    engine.dispose()
-    return url
-
-
 @pytest.fixture(scope="module")
 def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveServer, dict]]:
     """A real server (uvicorn subprocess, SQLite, auth off) with five runs, fitted."""
     _require_chromium()
     tmp = tmp_path_factory.mktemp("dash")
-    server = LiveServer(_sqlite_url(tmp), home=tmp / "home")
+    server = LiveServer(migrated_sqlite(tmp), home=tmp / "home")
     server.start()
     try:
         with server.client() as client:

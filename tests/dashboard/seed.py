@@ -8,6 +8,8 @@ from typing import Any
 import httpx
 import numpy as np
 
+from tests.support.curves import noisy_sigmoid
+
 R0 = 0.30
 # Two runs whose curves cross: "fast" rises early to a lower ceiling, "slow" later to a higher
 # one, so the predicted winner flips between a small and a large budget.
@@ -19,17 +21,9 @@ SMALL_BUDGET = 3000.0  # fast wins
 LARGE_BUDGET = 200000.0  # slow wins
 
 
-def sigmoid(c: np.ndarray, A: float, B: float, C_mid: float, r0: float = R0) -> np.ndarray:
-    return r0 + (A - r0) / (1 + (C_mid / c) ** B)
-
-
 def series(params: dict[str, float], n: int = 80, c_max: float = 8000.0, seed: int = 0) -> tuple:
-    rng = np.random.default_rng(seed)
-    c = np.linspace(c_max / n, c_max, n)
-    noise = np.zeros(n)
-    for i in range(1, n):  # AR(1) evaluation noise
-        noise[i] = 0.5 * noise[i - 1] + rng.normal(0, 0.006)
-    return c, sigmoid(c, **params) + noise
+    """A sigmoid with ``params`` (A, B, C_mid; R0 = 0.30) and AR(1) evaluation noise."""
+    return noisy_sigmoid(**params, R0=R0, n=n, c_max=c_max, seed=seed, sd=0.006)
 
 
 def post_points(

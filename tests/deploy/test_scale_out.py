@@ -6,9 +6,10 @@ import httpx
 import pytest
 from sqlalchemy import create_engine, text
 
-from tests.alerts.helpers import Receiver, points, stable_run, wait_for
+from tests.alerts.helpers import Receiver, points, stable_run
 from tests.support.databases import require_postgres
 from tests.support.live_server import LiveServer
+from tests.support.polling import wait_for
 
 FAST = {
     "SCALEWATCH_REFIT_INTERVAL": "0.1",

@@ -29,17 +29,10 @@ def _app(url: str):
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def fuzz_app(request, postgres, tmp_path_factory):
-    from tests.support.databases import require_postgres
+    from tests.support.databases import migrated_sqlite, require_postgres
 
     if request.param == "sqlite":
-        from sqlalchemy import create_engine
-
-        from server.db.migrate import upgrade
-
-        url = f"sqlite:///{tmp_path_factory.mktemp('fuzz') / 'f.db'}"
-        e = create_engine(url)
-        upgrade(e)
-        e.dispose()
+        url = migrated_sqlite(tmp_path_factory.mktemp("fuzz"), "f.db")
     else:
         require_postgres(postgres)
         url = postgres.new_database()

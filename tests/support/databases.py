@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, text
@@ -18,6 +19,17 @@ ADMIN_URL = os.environ.get(
     "SCALEWATCH_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 )
 TEMPLATE = f"sw_tmpl_{os.getpid()}"
+
+
+def migrated_sqlite(directory: Path, filename: str = "scalewatch.db") -> str:
+    """The URL of a new SQLite database in ``directory``, upgraded to the latest schema."""
+    from server.db.migrate import upgrade
+
+    url = f"sqlite:///{Path(directory) / filename}"
+    engine = create_engine(url)
+    upgrade(engine)
+    engine.dispose()
+    return url
 
 
 def in_ci() -> bool:
