@@ -1,0 +1,164 @@
+"""Which package may import which (docs/architecture.md, "Import direction"), checked on the AST.
+
+Every `import` in the project's source counts, including the ones inside functions: a lazy
+import is still a dependency. A new package fails here until it is given its place below.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OURS = ("server", "dashboard", "trainer_client", "bench", "migrations")
+SERVER_UNITS = {p.stem for p in (ROOT / "server").iterdir() if p.suffix == ".py" or p.is_dir()}
+
+# unit -> the other units it may import. A unit is a top-level package, or `server.<module>`.
+# Third-party imports are not restricted here, except for server.fitting (see below).
+ALLOWED: dict[str, set[str]] = {
+    "server": set(),  # the package's __init__
+    "trainer_client": set(),  # standard library only: it runs inside trainers
+    "server.fitting": set(),  # pure numpy/scipy
+    "server.scopes": set(),
+    "server.config": set(),
+    "server.background": set(),
+    "server.limits": {"trainer_client"},  # the limits client and server share
+    "server.ingest": {"server.limits"},
+    "server.db": {"server.config", "migrations"},  # migrate.py locates the Alembic scripts
+    "server.store": {"server.db", "server.ingest", "server.limits", "server.scopes"},
+    "server.services": {"server.store", "server.fitting"},
+    "server.refit": {"server.store", "server.services", "server.fitting", "server.background"},
+    "server.alerts": {"server.store", "server.db", "server.fitting", "server.background"},
+    "server.demo": {
+        "trainer_client",  # its public API only (see PRIVATE below)
+        "server.config",
+        "server.db",
+        "server.store",
+        "server.fitting",
+    },
+    "server.workers": {"server.refit", "server.alerts", "server.demo", "server.config"},
+    "server.api": {
+        "server.config",
+        "server.db",
+        "server.scopes",
+        "server.limits",
+        "server.ingest",
+        "server.store",
+        "server.services",
+        "server.fitting",
+        "server.alerts",
+        "server.workers",
+    },
+    "server.cli": {"server.config", "server.db", "server.store", "server.demo", "server.api"},
+    "dashboard": {"server.store", "server.services", "server.fitting", "server.scopes"},
+    "migrations": {"server.db", "server.config"},
+    "bench": {"trainer_client", "dashboard", "server.*"},  # anything but tests
+}
+
+# (unit, imported unit) -> the only files that may have this edge, and why.
+ONLY_IN: dict[tuple[str, str], set[str]] = {
+    # The app assembly mounts the dashboard (lazily: API-only processes never load Dash).
+    ("server.api", "dashboard"): {"server/api/app.py"},
+    # The `scalewatch` command dispatches server subcommands when the server extra is installed.
+    ("trainer_client", "server.cli"): {"trainer_client/cli.py"},
+    ("trainer_client", "server.fitting"): {"trainer_client/cli.py"},
+}
+# (unit, imported unit) -> the only modules of it that unit may import: readers of the store
+# see its protocol and record types, never the SQL implementation.
+NARROW: dict[tuple[str, str], tuple[str, ...]] = {
+    ("dashboard", "server.store"): ("server.store.base", "server.store.fit_records"),
+    ("server.services", "server.store"): ("server.store.base", "server.store.fit_records"),
+    ("server.refit", "server.store"): ("server.store.base", "server.store.fit_records"),
+    ("server.alerts", "server.store"): ("server.store.base", "server.store.fit_records"),
+}
+# Modules no other package may import (private to their package).
+PRIVATE = {"trainer_client._http"}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imports(path: Path) -> Iterator[str]:
+    """Full names of everything `path` imports (`from a import b` yields `a.b` and `a`)."""
+    module = _module_name(path)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join(anchor + ([node.module] if node.module else []))
+            yield base
+            yield from (f"{base}.{alias.name}" for alias in node.names)
+
+
+def _unit(name: str) -> str | None:
+    parts = name.split(".")
+    if parts[0] not in OURS:
+        return None
+    if parts[0] == "server":
+        if len(parts) == 1 or parts[1] not in SERVER_UNITS:
+            return None  # `from server import limits` is counted as server.limits
+        return f"server.{parts[1]}"
+    return parts[0]
+
+
+def _sources() -> Iterator[Path]:
+    for top in OURS:
+        for path in sorted((ROOT / top).rglob("*.py")):
+            if "data" not in path.relative_to(ROOT).parts:
+                yield path
+
+
+def test_every_import_goes_the_allowed_way() -> None:
+    wrong = []
+    for path in _sources():
+        rel = path.relative_to(ROOT).as_posix()
+        here = _unit(_module_name(path)) or _module_name(path)  # `server` itself
+        assert here in ALLOWED, f"{rel}: unit {here} has no place in ALLOWED yet"
+        allowed = ALLOWED[here]
+        for name in set(_imports(path)):
+            there = _unit(name)
+            if there is None or there == here:
+                continue
+            ok = (
+                there in allowed
+                or (there.startswith("server.") and "server.*" in allowed)
+                or rel in ONLY_IN.get((here, there), set())
+            )
+            narrow = NARROW.get((here, there))
+            if ok and narrow and name != there and not name.startswith(narrow):
+                if any(n.startswith(name) for n in narrow):
+                    continue  # `from server.store import base` names the package first
+                ok = False
+            if not ok:
+                wrong.append(f"{rel} imports {name if narrow else there}")
+            wrong.extend(
+                f"{rel} imports the private {p}"
+                for p in PRIVATE
+                if (name == p or name.startswith(p + ".")) and not p.startswith(here)
+            )
+    assert not wrong, "imports against the direction in docs/architecture.md:\n" + "\n".join(
+        sorted(set(wrong))
+    )
+
+
+def test_fitting_uses_only_numpy_and_scipy() -> None:
+    """server.fitting is the numerical core: standard library, numpy and scipy (matplotlib only
+    for the CLI's optional --plot)."""
+    allowed = {"numpy", "scipy", "server"} | set(sys.stdlib_module_names)
+    wrong = []
+    for path in sorted((ROOT / "server" / "fitting").rglob("*.py")):
+        for name in _imports(path):
+            top = name.split(".")[0]
+            if top and top not in allowed and not (path.name == "cli.py" and top == "matplotlib"):
+                wrong.append(f"{path.relative_to(ROOT)} imports {name}")
+    assert not wrong, "\n".join(sorted(set(wrong)))
