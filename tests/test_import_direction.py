@@ -30,7 +30,13 @@ ALLOWED: dict[str, set[str]] = {
     "server.store": {"server.db", "server.ingest", "server.limits", "server.scopes"},
     "server.services": {"server.store", "server.fitting"},
     "server.refit": {"server.store", "server.services", "server.fitting", "server.background"},
-    "server.alerts": {"server.store", "server.db", "server.fitting", "server.background"},
+    "server.alerts": {
+        "server.store",
+        "server.services",
+        "server.db",
+        "server.fitting",
+        "server.background",
+    },
     "server.demo": {
         "trainer_client",  # its public API only (see PRIVATE below)
         "server.config",
