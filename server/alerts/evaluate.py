@@ -13,6 +13,7 @@ so an interval end hovering at the limit does not open and resolve alerts every 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -34,7 +35,7 @@ class Verdict:
 NO_VERDICT = Verdict(None)
 
 
-def a_interval(fit: dict[str, Any] | None) -> tuple[float, float, float] | None:
+def a_interval(fit: Mapping[str, Any] | None) -> tuple[float, float, float] | None:
     """(A, lower, upper) of an `ok` fit with a finite A interval, else None."""
     if not fit or fit.get("status") != "ok" or fit.get("A") is None:
         return None
@@ -64,8 +65,8 @@ def _ab(
 
 def asymptote_drop(
     params: dict[str, Any],
-    current: dict[str, Any],
-    best: dict[str, Any] | None,
+    current: Mapping[str, Any],
+    best: Mapping[str, Any] | None,
     active: bool = False,
 ) -> Verdict:
     """`best`: the run's `ok` fit with the highest A interval lower end (its best claim).
@@ -99,8 +100,8 @@ def asymptote_drop(
 
 def asymptote_below(
     params: dict[str, Any],
-    current: dict[str, Any],
-    previous: dict[str, Any] | None,
+    current: Mapping[str, Any],
+    previous: Mapping[str, Any] | None,
     active: bool = False,
 ) -> Verdict:
     cur = a_interval(current)
@@ -119,8 +120,8 @@ def asymptote_below(
 
 def below_baseline(
     params: dict[str, Any],
-    current: dict[str, Any],
-    baseline: dict[str, Any] | None,
+    current: Mapping[str, Any],
+    baseline: Mapping[str, Any] | None,
     baseline_name: str | None = None,
     active: bool = False,
 ) -> Verdict:
@@ -145,10 +146,10 @@ def below_baseline(
 
 def off_curve(
     params: dict[str, Any],
-    reference: dict[str, Any] | None,
+    reference: Mapping[str, Any] | None,
     compute: list[float],
     values: list[float],
-    current: dict[str, Any] | None = None,
+    current: Mapping[str, Any] | None = None,
 ) -> Verdict:
     """`reference`: the last `ok` fit that had not seen the newest `n` points (`compute`,
     `values`, oldest first). Out of sample on purpose: a fit that already absorbed the newest

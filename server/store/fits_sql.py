@@ -87,8 +87,7 @@ class FitsMixin(SqlBase):
                 s.add(fit)
                 s.flush()
                 fit_id = fit.id
-                stored: FitRecord = {**result, "fit_id": fit_id, "fitted_at": iso(fit.created_at)}
-                fit.result = stored
+                fit.result = {**result, "fit_id": fit_id, "fitted_at": iso(fit.created_at)}
                 fit.summary = fit_summary(fit.result)
             values: dict[str, Any] = {
                 "lease_owner": None,
