@@ -96,6 +96,15 @@ class Settings(BaseSettings):
         return self.model_validate({**self.model_dump(), **clean})
 
 
+def environment_variables() -> dict[str, str]:
+    """{SCALEWATCH_* variable: the setting it sets}, e.g. SCALEWATCH_WORKERS: workers_enabled."""
+    out: dict[str, str] = {}
+    for name, info in Settings.model_fields.items():
+        alias = info.validation_alias
+        out[alias if isinstance(alias, str) else ENV_PREFIX + name.upper()] = name
+    return out
+
+
 def load_settings(**overrides: object) -> Settings:
     """Settings from the environment; keyword overrides win (None means "not given")."""
     given: dict[str, Any] = {k: v for k, v in overrides.items() if v is not None}

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from server.config import Settings, load_settings
+from server.config import Settings, environment_variables, load_settings
 
 SERVER_VARIABLES = {
     # variable: (field, value set, expected)
@@ -84,3 +84,8 @@ def test_overrides_win_and_none_means_not_given(env: pytest.MonkeyPatch) -> None
     with pytest.raises(ValueError):
         load_settings(no_such_setting=1)
     assert isinstance(s, Settings)
+
+
+def test_variable_names() -> None:
+    names = set(SERVER_VARIABLES) | {"SCALEWATCH_HOME", "SCALEWATCH_POOL_TIMEOUT"}
+    assert set(environment_variables()) == names
