@@ -40,7 +40,7 @@ from numpy.typing import ArrayLike
 from .compare import compare_fits
 from .fit import fit_curve
 from .intervals import band, extra_half_width, mean_noise_sd, widen
-from .model import FloatArray, curve
+from .model import FloatArray, curve, curves_many
 from .result import FitOptions, FitResult
 
 __all__ = [
@@ -52,12 +52,19 @@ __all__ = [
 def predict(result: FitResult, compute: ArrayLike) -> FloatArray:
     """Point prediction of ``result`` at ``compute`` (NaN when there is no fit).
 
-    Uses the point estimate of A even when the status is ``unidentified`` (A withheld).
+    With posterior draws (the default method with intervals) it is the pointwise posterior
+    median of the curve: the line the dashboard draws, the centre of its band and
+    ``predicted_at_target`` are then one and the same forecast.  Otherwise the point fit's
+    curve (also when A is withheld).
     """
     c = np.asarray(compute, dtype=float)
     p = result.params
     if p is None:
         return np.full(c.shape, np.nan)
+    if result.draws:
+        flat = c.reshape(-1)
+        med = np.median(curves_many(flat, np.array(result.draws).reshape(-1, 4)), axis=0)
+        return med.reshape(c.shape)
     a, b, cm, r0 = p
     return curve(c, a, b, cm, r0)
 

@@ -9,8 +9,9 @@ from numpy.typing import ArrayLike
 from scipy.optimize import least_squares
 
 from . import grid as G
-from .intervals import analyse, band
+from .intervals import DRIFT_RATE, analyse, band, posterior_summary
 from .model import FloatArray, frac, jacobian_x
+from .posterior import posterior_axes
 from .result import FitOptions, FitResult
 
 MIN_POINTS = 5
@@ -237,13 +238,10 @@ def finish(prep: Prepared, options: FitOptions, pf: PointFit) -> FitResult:
     n = int(prep.y.size)
     fit_r0 = prep.r0 is None
     a, m, b, r0 = pf.theta
-    grid = pf.grid
-    if options.intervals and grid is None:  # warm start skipped the grid; the profile needs it
-        m_axis, b_axis = G.default_axes(float(prep.x[0]))
-        grid = G.search(G.bin_data(prep.x, prep.y), prep.r0, (lo, hi), m_axis, b_axis)
-    unc = analyse(prep.x, prep.y, pf.theta, fit_r0, prep.c0, (lo, hi), grid,
-                  min(pf.ssr, float(grid.ssr.min())) if grid is not None else pf.ssr,
-                  prep.target, float(prep.x[0]), full=options.intervals)
+    # Noise model (sigma, tau, t quantile) and local (Laplace) intervals; the posterior below
+    # replaces the intervals when they are asked for.
+    unc = analyse(prep.x, prep.y, pf.theta, fit_r0, (lo, hi))
+    drift = DRIFT_RATE if options.drift_rate is None else max(float(options.drift_rate), 0.0)
     c_mid = prep.c0 * float(np.exp(m))
     pred = None
     if prep.target is not None:
@@ -253,7 +251,7 @@ def finish(prep: Prepared, options: FitOptions, pf: PointFit) -> FitResult:
         B=b, C_mid=c_mid, R0=r0, r0_source=prep.r0_source, n_points=n,
         fit_range=prep.fit_range, target_compute=prep.target, rmse=rmse, method="default",
         a_fit=a, sigma=unc.sigma, tau=unc.tau, ssr=pf.ssr, value_range=(lo, hi),
-        eval_sd=unc.eval_sd, drift_sd=unc.drift_sd, q=unc.q,
+        eval_sd=unc.eval_sd, drift_sd=drift, q=unc.q,
     )
     # No signal: the fitted gain is not clearly above the noise of the mean level.
     gain_floor = max(2.0 * unc.q * unc.sigma * np.sqrt(unc.tau / n), 0.005)
@@ -264,39 +262,45 @@ def finish(prep: Prepared, options: FitOptions, pf: PointFit) -> FitResult:
         return FitResult(status="insufficient_data", message=f"no signal: the metric {what} "
                          f"(fitted gain A - R0 = {a - r0:+.4f})", **common)
 
-    ci = {"A": unc.ci_a, "B": unc.ci_b, "C_mid": unc.ci_cmid} if options.intervals else None
-    a_lo, a_hi = unc.ci_a
+    a_point, ci_a = a, unc.ci_a
+    ci = None
+    curve_iv = pred_iv = None
+    draws: tuple[tuple[float, float, float, float], ...] = ()
+    if options.intervals:
+        m_axis, b_axis = posterior_axes(float(prep.x[0]))
+        post = posterior_summary(prep.x, prep.y, prep.r0, prep.c0, (lo, hi), unc, m_axis,
+                                 b_axis, prep.target, drift_rate=drift)
+        a_point, ci_a = post.a_median, post.ci_a
+        ci = {"A": post.ci_a, "B": post.ci_b, "C_mid": post.ci_cmid}
+        if post.forecast is not None:
+            pred = post.forecast
+        curve_iv, pred_iv = post.curve_interval, post.predicted_interval
+        draws = tuple(tuple(map(float, r)) for r in post.draws)  # type: ignore[misc]
+    a_lo, a_hi = ci_a
     at_edge = a_lo <= lo + EDGE_EPS or a_hi >= hi - EDGE_EPS
     wide = a_hi - a_lo > ID_MAX_WIDTH
-    # Knee check (besides the interval): a short window of persistent (autocorrelated) noise
-    # can look like a plateau and give a deceptively narrow interval, with the whole rise put
-    # in the unobserved gap before the window.  Claim A only when the data reach ~2 C_mid and
-    # the fitted curve visibly rises inside the window.
-    x_end = float(prep.x[-1])
-    rise = float(frac(np.array([x_end]), m, b)[0] - frac(np.array([prep.x[0]]), m, b)[0])
-    pre_knee = x_end < m + np.log(KNEE_FACTOR) or rise < MIN_RISE
-    draws = tuple(tuple(map(float, r)) for r in unc.draws)
-    env = tuple(tuple(map(float, r)) for r in unc.envelope)
+    # The midpoint must be behind the run with confidence: a window that may still be short
+    # of C_mid can look like a plateau when persistent noise flattens its end, and claiming
+    # A there is how forecasts end up confidently wrong.
+    pre_knee = ci is not None and prep.fit_range is not None and \
+        ci["C_mid"][1] > prep.fit_range[1]
     if at_edge or wide or pre_knee:
         # The curve rises monotonically towards A, so A is at least the curve's level at the
         # end of the window; that level is well determined even when A is not, which makes it
         # a far more useful (and still defensible) lower bound than A's own interval.
         lower = a_lo
-        if len(unc.draws) or len(unc.envelope):
-            end_lo = band(np.array([prep.fit_range[1]]), unc.draws, unc.envelope)[0][0]
+        if draws:
+            end_lo = band(np.array([prep.fit_range[1]]), np.array(draws), np.empty((0, 4)))[0][0]
             if np.isfinite(end_lo):
                 lower = max(lower, float(end_lo))
         why = ("reaches the value-range bound" if at_edge else f"is wider than {ID_MAX_WIDTH}"
-               if wide else f"and the data do not reach {KNEE_FACTOR:g} x C_mid with a visible "
-               "rise in the window")
+               if wide else "is narrow, but C_mid may still lie beyond the data")
         return FitResult(
             status="unidentified", A=None, A_lower_bound=lower, ci=ci,
-            predicted_at_target=pred, predicted_interval=unc.predicted_interval,
-            curve_interval=unc.curve_interval,
+            predicted_at_target=pred, predicted_interval=pred_iv, curve_interval=curve_iv,
             message=f"A is not pinned down yet (its 95% interval [{a_lo:.3f}, {a_hi:.3f}] "
                     f"{why}); the run has probably not passed its knee",
-            draws=draws, envelope=env, **common)
+            draws=draws, **common)
     return FitResult(
-        status="ok", A=a, A_lower_bound=a_lo, ci=ci, predicted_at_target=pred,
-        predicted_interval=unc.predicted_interval, curve_interval=unc.curve_interval,
-        message="", draws=draws, envelope=env, **common)
+        status="ok", A=a_point, A_lower_bound=a_lo, ci=ci, predicted_at_target=pred,
+        predicted_interval=pred_iv, curve_interval=curve_iv, message="", draws=draws, **common)

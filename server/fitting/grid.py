@@ -70,6 +70,13 @@ class Grid:
     a: FloatArray  # A clipped to the value range (or the fixed A)
     r0: FloatArray  # R0 of the cell (constant when R0 is fixed)
     ssr: FloatArray  # SSR at (a, r0)
+    # Posterior pieces (see ``posterior.py``): log det of the normal matrix of the linear
+    # parameters, and how the best R0 moves with A (R0 fitted only; zeros when R0 is fixed):
+    # R0(A) = r0_u - r0_slope * (A - a_u), with conditional variance s2 / guu.
+    logdet: FloatArray
+    r0_u: FloatArray
+    r0_slope: FloatArray
+    guu: FloatArray
 
     @property
     def best(self) -> int:
@@ -110,6 +117,9 @@ def search(
         g = a - r0
         ssr = szz - 2.0 * g * sz + g * g * ss
         r0_cells = np.full_like(a, r0)
+        logdet = np.log(ss)
+        zeros = np.zeros_like(a)
+        r0_u, r0_slope, guu_c = np.full_like(a, r0), zeros, np.ones_like(a)
     else:
         u = 1.0 - s
         guu = np.maximum((u * u) @ w, tiny)
@@ -127,4 +137,8 @@ def search(
         r0_cells = np.clip((gu - guv * a) / guu, lo, hi)
         ssr = (syy - 2.0 * (r0_cells * gu + a * gv) + r0_cells**2 * guu
                + 2.0 * r0_cells * a * guv + a * a * gvv)
-    return Grid(mm, bb, a_u, k_a, np.maximum(ssr_u, 0.0), a, r0_cells, np.maximum(ssr, 0.0))
+        logdet = np.log(det)
+        r0_slope = guv / guu
+        guu_c = guu
+    return Grid(mm, bb, a_u, k_a, np.maximum(ssr_u, 0.0), a, r0_cells, np.maximum(ssr, 0.0),
+                logdet, r0_u, r0_slope, guu_c)

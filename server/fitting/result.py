@@ -28,6 +28,10 @@ class FitOptions:
     value_range: tuple[float, float] = (0.0, 1.0)
     method: str = "default"  # "default" | "paper" | "curve_fit"
     intervals: bool = True  # compute 95% intervals
+    # Misspecification allowance of prediction intervals beyond the window, sd per unit
+    # ln(C / window end); None = the default learned on real curves (``intervals.DRIFT_RATE``),
+    # 0 = trust the sigmoid beyond the data.
+    drift_rate: float | None = None
 
 
 Pair = tuple[float, float]

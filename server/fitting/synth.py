@@ -65,3 +65,42 @@ def make_run(
     obs = truth + ar1(c.size, sigma, rho, rng)
     obs[0] = r0 + rng.normal(0.0, sigma * 0.5)
     return c, np.clip(obs, 0.0, 1.0), truth
+
+
+def make_prompt_run(
+    a: float,
+    b: float,
+    c_mid: float,
+    budget: float,
+    rng: np.random.Generator,
+    r0: float = 0.3,
+    n_evals: int = 100,
+    n_prompts: int = 1000,
+    spread: float = 0.6,
+) -> tuple[FloatArray, FloatArray, FloatArray, float]:
+    """A run evaluated on a fixed prompt set: one Bernoulli draw per prompt per evaluation.
+
+    Each prompt has its own sigmoid (its own start, ceiling and C_mid, ln C_mid spread by
+    ``spread``), so the run's expected pass rate is a *mixture* of sigmoids: the ScaleRL curve
+    is only approximately right, which is what real evaluation sets give.  Returns
+    (compute, observed, expected pass rate of this prompt set, its true ceiling).  The
+    evaluation noise is binomial, sd ~ sqrt(p (1 - p) / n_prompts), independent across
+    evaluations given the prompts.
+    """
+    # Per-prompt start and ceiling from Beta laws with the requested means (a prompt set
+    # mixes easy and hard prompts); ceilings never below starts.
+    k = 4.0
+    p0 = rng.beta(r0 * k, (1 - r0) * k, n_prompts)
+    gain = np.clip(a - r0, 0.0, 1.0)
+    frac_gain = rng.beta(2.0, 2.0, n_prompts)  # which share of its headroom a prompt gains
+    head = 1.0 - p0
+    pa = p0 + head * frac_gain * gain / max(float((head * frac_gain).mean()), 1e-9)
+    pa = np.clip(pa, p0, 1.0)
+    cm = c_mid * np.exp(rng.normal(0.0, spread, n_prompts))
+    c = np.linspace(0.0, budget, n_evals + 1)
+    with np.errstate(divide="ignore"):
+        s = 1.0 / (1.0 + (cm[None, :] / np.maximum(c[:, None], 1e-12)) ** b)
+    p = p0[None, :] + (pa - p0)[None, :] * s  # (evals, prompts)
+    expected = p.mean(axis=1)
+    obs = (rng.random(p.shape) < p).mean(axis=1)
+    return c, obs, expected, float(pa.mean())

@@ -111,7 +111,8 @@ def test_to_dict_exact_keys_and_round_trip() -> None:
     assert np.all(lo1 <= predict(res, grid_c) + 1e-9)
     assert np.all(hi1 >= predict(res, grid_c) - 1e-9)
     # Reloading the public dict alone still predicts (no band).
-    assert np.allclose(predict(FitResult.from_dict(d), grid_c), predict(res, grid_c))
+    # (the public A is the posterior median, the curve the posterior median curve: close)
+    assert np.allclose(predict(FitResult.from_dict(d), grid_c), predict(res, grid_c), atol=5e-3)
 
 
 def test_intervals_can_be_skipped() -> None:

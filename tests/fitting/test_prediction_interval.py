@@ -50,8 +50,9 @@ def test_covers_new_evaluations_at_the_target(backtests) -> None:
         assert lo <= slo <= clo and hi >= shi >= chi  # nested: prediction > statistical > curve
     assert len(hits) >= 40
     # Here the sigmoid is the true model: the statistical interval (parameters + noise) is
-    # calibrated, and the misspecification allowance costs a little over-coverage.
-    assert 0.92 <= np.mean(stat_hits) <= 0.98, np.mean(stat_hits)
+    # calibrated (the issue's band, 90-97%, with room for 120 runs' sampling error), and the
+    # misspecification allowance costs over-coverage.
+    assert 0.90 <= np.mean(stat_hits) <= 0.98, np.mean(stat_hits)
     assert 0.93 <= np.mean(hits) <= 0.995, np.mean(hits)
     # The curve interval is for the noiseless curve and still covers it.
     assert 0.88 <= np.mean(curve_hits) <= 1.0, np.mean(curve_hits)
@@ -70,7 +71,7 @@ def test_mean_of_k_evaluations(backtests) -> None:
         assert one_lo <= lo <= hi <= one_hi  # averaging k evaluations narrows it
         means = np.array([truth + ar1(k, sigma, rho, rng).mean() for _ in range(30)])
         hits.append(np.mean((means >= lo) & (means <= hi)))
-    assert 0.90 <= np.mean(hits) <= 0.98, np.mean(hits)
+    assert 0.88 <= np.mean(hits) <= 0.98, np.mean(hits)
 
 
 def test_predict_interval_matches_result_and_survives_reload(backtests) -> None:

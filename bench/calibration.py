@@ -1,0 +1,239 @@
+"""Calibration harness for the forecast: is each 95% interval right 95% of the time?
+
+    .venv/bin/python bench/calibration.py [--reps 6] [--paper-reps 1] [--no-real] [--families ...]
+
+Synthetic runs are shaped by the paper's Table 1 fits and run to 8 x C_mid.  Each is fitted on
+windows that end at 1, 1.5, 2, 3 and 5 x C_mid and forecasts the run's end.  The noise
+families deliberately differ from the one the method was designed on:
+
+* ``ar1 rho=R``: AR(1) evaluation noise (sd 0.01) with rho from 0 to 0.95;
+* ``prompts N``: a fixed prompt set of N prompts, one Bernoulli draw per prompt per evaluation,
+  per-prompt difficulty (a mixture of sigmoids, so the model is only approximately right);
+* ``sparse``: 40 evaluations in the whole run instead of 160;
+* ``linear start``: the early linear regime of the paper, R0 given, the paper's 1.5k warm-up;
+* ``R0 fitted``: no evaluation at compute 0.
+
+Per window position (all families pooled, then per family for the default method) it prints:
+identification rate (share ``ok``) and the *oracle* rate (share of runs whose true sampling sd
+of A-hat, measured by Monte Carlo over the ``reps`` repetitions of the same shape and family,
+would give a 95% interval narrower than the product's threshold); A-interval coverage and
+median width among ``ok`` answers; forecast median / p90 |error| against the noiseless value at
+the run's end; forecast-interval coverage (``predicted_interval`` vs the run's final noisy
+evaluation) and median width; confidently wrong (``ok`` and the true A more than 0.05 outside
+A's interval).  Beside it, a plain least-squares fit (``curve_fit``) and the paper's method.
+
+Real curves (``/work/shared/data/real_curves``, read in place, never copied) are fitted on
+the first half of their compute and forecast their end, as in ``bench/fit_accuracy.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from server.fitting import FitOptions, fit_curve, predict_interval  # noqa: E402
+from server.fitting.fit import ID_MAX_WIDTH, prepare  # noqa: E402
+from server.fitting.paper import fit_baseline  # noqa: E402
+from server.fitting.synth import TABLE1, make_prompt_run, make_run  # noqa: E402
+
+WINDOWS = (1.0, 1.5, 2.0, 3.0, 5.0)
+END = 8.0  # runs last 8 x C_mid
+
+FAMILIES: dict[str, dict] = {
+    "ar1 rho=0": dict(kind="ar1", rho=0.0),
+    "ar1 rho=0.5": dict(kind="ar1", rho=0.5),
+    "ar1 rho=0.8": dict(kind="ar1", rho=0.8),
+    "ar1 rho=0.95": dict(kind="ar1", rho=0.95),
+    "prompts 200": dict(kind="prompts", n_prompts=200),
+    "prompts 2000": dict(kind="prompts", n_prompts=2000),
+    "sparse (40 evals)": dict(kind="ar1", rho=0.5, n_evals=40),
+    "linear start, R0 given": dict(kind="ar1", rho=0.6, linear=True),
+    "R0 fitted": dict(kind="ar1", rho=0.6, fit_r0=True),
+}
+
+
+def make(fam: dict, shape: tuple, rng: np.random.Generator) -> dict:
+    _, cm, b, a = shape
+    end = END * cm
+    r0 = float(rng.uniform(0.25, 0.40))
+    n_evals = fam.get("n_evals", 160)
+    if fam["kind"] == "prompts":
+        c, y, truth, a_true = make_prompt_run(a, b, cm, end, rng, r0=r0, n_evals=n_evals,
+                                              n_prompts=fam["n_prompts"])
+    else:
+        c_lin = 1500.0 if fam.get("linear") else 0.0
+        c, y, truth = make_run(a, b, cm, end, rng, r0=r0, n_evals=n_evals, sigma=0.01,
+                               rho=fam["rho"], c_lin=max(c_lin, 1e-9))
+        a_true = a
+    run = dict(c=c, y=y, truth_end=float(truth[-1]), obs_end=float(y[-1]), a_true=a_true,
+               cm=cm, end=end, r0=None, warmup=0.0)
+    if fam.get("linear"):
+        run.update(r0=r0, warmup=1500.0)
+    if fam.get("fit_r0"):
+        run.update(c=c[1:], y=y[1:])
+    return run
+
+
+def fit_one(run: dict, window: float, method: str) -> dict:
+    opts = FitOptions(r0=run["r0"], warmup=run["warmup"], fit_until=window * run["cm"],
+                      target_compute=run["end"], method=method)
+    t0 = time.perf_counter()
+    if method == "paper":
+        res = fit_baseline(prepare(run["c"], run["y"], opts), opts, exact=False)
+    else:
+        res = fit_curve(run["c"], run["y"], opts)
+    ms = 1000 * (time.perf_counter() - t0)
+    ci_a = res.ci.get("A") if res.ci else None
+    piv0 = None
+    if res.predicted_interval is not None:
+        piv0 = tuple(float(v[0]) for v in predict_interval(res, [run["end"]],
+                                                           misspecification=False))
+    return dict(status=res.status, pred=res.predicted_at_target, a_hat=res.a_fit, ci_a=ci_a,
+                piv=res.predicted_interval, piv0=piv0, ms=ms,
+                brk=getattr(res, "break_", None) is not None)
+
+
+def _pct(v: list[bool]) -> str:
+    return f"{100 * np.mean(v):5.1f}%" if v else "   -  "
+
+
+def _q(v: list[float], q: float) -> str:
+    return f"{np.quantile(v, q):.4f}" if v else "  -   "
+
+
+HEAD = ("  window  method      n   ident  oracle  A-cov   A-width  f-med   f-p90   f-cov   "
+        "f-width  conf_wrong  ms    f-cov/width w/o drift allowance")
+
+
+def row(label: str, method: str, rows: list[tuple[dict, dict]], oracle: str) -> str:
+    ok = [(r, o) for r, o in rows if o["status"] == "ok"]
+    ident = _pct([o["status"] == "ok" for _, o in rows])
+    a_cov = [o["ci_a"][0] <= r["a_true"] <= o["ci_a"][1] for r, o in ok if o["ci_a"]]
+    a_w = [o["ci_a"][1] - o["ci_a"][0] for _, o in ok if o["ci_a"]]
+    err = [abs(o["pred"] - r["truth_end"]) for r, o in rows if o["pred"] is not None]
+    f_cov = [o["piv"][0] <= r["obs_end"] <= o["piv"][1] for r, o in rows if o["piv"]]
+    f_w = [o["piv"][1] - o["piv"][0] for _, o in rows if o["piv"]]
+    wrong = sum(1 for r, o in ok if o["ci_a"] and max(o["ci_a"][0] - r["a_true"],
+                                                      r["a_true"] - o["ci_a"][1]) > 0.05)
+    if method != "default":  # the baselines have no interval: judged on the point error
+        wrong = sum(1 for r, o in ok if o["a_hat"] is not None
+                    and abs(o["a_hat"] - r["a_true"]) > 0.05)
+    ms = np.median([o["ms"] for _, o in rows])
+    f0 = [o["piv0"][0] <= r["obs_end"] <= o["piv0"][1] for r, o in rows if o.get("piv0")]
+    f0_w = [o["piv0"][1] - o["piv0"][0] for _, o in rows if o.get("piv0")]
+    return (f"  {label:7s} {method:9s} {len(rows):4d}  {ident}  {oracle:6s}  {_pct(a_cov)}  "
+            f"{_q(a_w, .5)}  {_q(err, .5)}  {_q(err, .9)}  {_pct(f_cov)}  {_q(f_w, .5)}  "
+            f"{wrong:5d}     {ms:6.1f}  {_pct(f0)} {_q(f0_w, .5)}")
+
+
+def oracle_rate(rows: list[tuple[dict, dict]]) -> str:
+    """Share of runs whose Monte Carlo sd of A-hat allows an interval below the threshold."""
+    by_cell: dict[tuple, list[float]] = defaultdict(list)
+    for r, o in rows:
+        if o["a_hat"] is not None:
+            by_cell[r["cell"]].append(o["a_hat"])
+    flags = []
+    for r, _ in rows:
+        vals = by_cell.get(r["cell"], [])
+        sd = float(np.std(vals, ddof=1)) if len(vals) >= 3 else np.inf
+        flags.append(2 * 1.96 * sd <= ID_MAX_WIDTH)
+    return _pct(flags)
+
+
+def synthetic(args: argparse.Namespace) -> None:
+    fams = {k: v for k, v in FAMILIES.items() if not args.families or k in args.families}
+    results: dict[tuple[str, str, float], list[tuple[dict, dict]]] = defaultdict(list)
+    rng = np.random.default_rng(args.seed)
+    for fname, fam in fams.items():
+        for si, shape in enumerate(TABLE1):
+            for rep in range(args.reps):
+                run = make(fam, shape, rng)
+                for w in WINDOWS:
+                    r = dict(run, cell=(fname, si, w))
+                    results[(fname, "default", w)].append((r, fit_one(run, w, "default")))
+                    if args.baselines:
+                        results[(fname, "curve_fit", w)].append(
+                            (r, fit_one(run, w, "curve_fit")))
+                    if args.baselines and rep < args.paper_reps:
+                        results[(fname, "paper", w)].append((r, fit_one(run, w, "paper")))
+        print(f"  .. {fname} done", file=sys.stderr, flush=True)
+    print(f"\n== synthetic: {len(fams)} families x {len(TABLE1)} Table-1 shapes x {args.reps} "
+          f"reps (paper method: {args.paper_reps} rep), windows at {WINDOWS} x C_mid, "
+          f"forecast at {END:g} x C_mid; ok = A's 95% interval narrower than {ID_MAX_WIDTH} ==")
+    print(HEAD)
+    for w in WINDOWS:
+        pooled_default = [x for f in fams for x in results[(f, "default", w)]]
+        oracle = oracle_rate(pooled_default)
+        for method in ("default", "curve_fit", "paper"):
+            rows = [x for f in fams for x in results[(f, method, w)]]
+            if rows:
+                print(row(f"{w:g}x", method, rows, oracle if method == "default" else ""))
+    print("\n-- default method, per family --")
+    print(HEAD.replace("  window  method    ", "  window  family    "))
+    for f in fams:
+        print(f"  {f}")
+        for w in WINDOWS:
+            rows = results[(f, "default", w)]
+            print(row(f"{w:g}x", "", rows, oracle_rate(rows)))
+
+
+def real(args: argparse.Namespace) -> None:
+    from fit_accuracy import real_runs  # noqa: PLC0415 (bench-local module)
+
+    runs = real_runs()
+    if not runs:
+        print("\n(real curves not found; skipped)")
+        return
+    print(f"\n== real curves: {len(runs)} runs, fit on the first half, forecast the end "
+          "(reference: mean of the last k evaluations) ==")
+    print("  method      n   ok      f-med   f-p90   f-cov(ok)  f-cov(all)")
+    for method in ("default", "curve_fit"):
+        errs, cov_all, cov_ok, n_ok = [], [], [], 0
+        for run in runs:
+            opts = FitOptions(fit_until=run["fit_until"], target_compute=run["target"],
+                              method=method)
+            res = fit_curve(run["c"], run["y"], opts)
+            n_ok += res.status == "ok"
+            if res.predicted_at_target is not None:
+                errs.append(abs(res.predicted_at_target - run["truth"]))
+            truth, k, at = run["checks"]["main"][:3]
+            if res.predicted_interval is not None:
+                from server.fitting import predict_interval  # noqa: PLC0415
+
+                lo, hi = (float(v[0]) for v in predict_interval(res, [at], n_evals=k))
+                hit = lo <= truth <= hi
+                cov_all.append(hit)
+                if res.status == "ok":
+                    cov_ok.append(hit)
+        print(f"  {method:9s} {len(runs):4d} {n_ok:4d}    {_q(errs, .5)}  {_q(errs, .9)}  "
+              f"{_pct(cov_ok)}     {_pct(cov_all)}")
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reps", type=int, default=6)
+    ap.add_argument("--paper-reps", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--no-real", action="store_true")
+    ap.add_argument("--no-synthetic", action="store_true")
+    ap.add_argument("--no-baselines", dest="baselines", action="store_false",
+                    help="fit with the default method only (faster)")
+    ap.add_argument("--families", nargs="*", default=None)
+    args = ap.parse_args(argv)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    if not args.no_synthetic:
+        synthetic(args)
+    if not args.no_real:
+        real(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
