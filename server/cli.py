@@ -51,6 +51,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         port=args.port,
         auth=False if args.no_auth else None,
         public_url=args.public_url,
+        webhook_allow_private=True if args.webhook_allow_private else None,
     )
     # SQLite is the embedded default and upgrades itself; a server database is upgraded
     # deliberately by an operator, so we refuse to run on an old schema.
@@ -80,6 +81,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         env["SCALEWATCH_PUBLIC_URL"] = settings.public_url
     if args.demo:
         env["SCALEWATCH_DEMO"] = "1"
+    if settings.webhook_allow_private:
+        env["SCALEWATCH_WEBHOOK_ALLOW_PRIVATE"] = "1"
     os.environ.update(env)
     print(
         f"scalewatch: serving on http://{settings.host}:{settings.port} "
@@ -94,6 +97,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         workers=args.workers,
         log_level=args.log_level,
         proxy_headers=True,
+        # Stopping never waits on a slow request for long: past this, open requests are
+        # cancelled (a request fit's child process is killed with it).
+        timeout_graceful_shutdown=10,
     )
     return 0
 
@@ -144,6 +150,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-auth", action="store_true", help="turn authentication off (laptop)")
     p.add_argument("--public-url", help="external base URL used in alert links")
     p.add_argument("--demo", action="store_true", help="also run simulated trainers")
+    p.add_argument(
+        "--webhook-allow-private",
+        action="store_true",
+        help="allow webhook targets on loopback/private addresses (self-hosted relays)",
+    )
     p.add_argument("--log-level", default="info")
     p.set_defaults(func=cmd_serve)
 

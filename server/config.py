@@ -62,13 +62,30 @@ class Settings(BaseSettings):
     webhook_backoff: float = 30.0
     webhook_max_attempts: int = 20
     webhook_timeout: float = 10.0
+    # Stateless fits (`POST /api/v1/fit`) run in this many child processes per server process,
+    # each killed when it runs longer than `fit_timeout` seconds.
+    fit_processes: int = Field(2, ge=1)
+    fit_timeout: float = Field(30.0, gt=0)
+    # Webhook targets on loopback, private, link-local (cloud metadata) or otherwise
+    # non-public addresses are refused unless this is on (self-hosted relays).
+    webhook_allow_private: bool = False
+    # Seconds a verified token (or dashboard session) is trusted without a database lookup;
+    # revocation in another process takes effect within this time (0: look up every request).
+    token_cache_ttl: float = Field(1.0, ge=0)
     # `serve --demo`: simulated trainers inside the server process (server/demo/). Speed in
     # evaluations per second per run; burst: fraction of each run's budget logged at start.
     demo: bool = False
     demo_speed: float = 2.0
     demo_burst: float = 0.4
 
-    @field_validator("auth", "workers_enabled", "dashboard_enabled", "demo", mode="before")
+    @field_validator(
+        "auth",
+        "workers_enabled",
+        "dashboard_enabled",
+        "demo",
+        "webhook_allow_private",
+        mode="before",
+    )
     @classmethod
     def _flag(cls, v: Any) -> Any:
         # As always: 1/true/yes/on switch a flag on, any other word switches it off.

@@ -63,10 +63,20 @@ def decode_body(raw: bytes, content_encoding: str | None) -> Any:
         return json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise IngestError(400, f"body is not valid JSON: {exc}") from exc
+    except RecursionError as exc:  # e.g. 100k nested "[": no batch is nested that deep
+        raise IngestError(400, "body is not valid JSON: nested too deeply") from exc
 
 
 def _is_number(x: object) -> TypeGuard[float]:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _finite(x: float) -> bool:
+    """math.isfinite, but False (not OverflowError) for an integer beyond float range (10**400)."""
+    try:
+        return math.isfinite(x)
+    except OverflowError:
+        return False
 
 
 def _check_name(name: Any) -> str | None:
@@ -76,6 +86,10 @@ def _check_name(name: Any) -> str | None:
         return f"metric name longer than {limits.MAX_NAME_LENGTH} characters"
     if "\x00" in name:
         return "metric names must not contain NUL characters"
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate from a JSON escape: unprintable later
+        return "metric names must be valid UTF-8 text (no lone surrogates)"
     return None
 
 
@@ -118,7 +132,7 @@ def _validate_fast(points: list[Any]) -> list[PointRow] | None:
                         return None
                     known_names.add(name)
                 append(PointRow(name, step, compute, float(value), wall))
-    except (KeyError, TypeError):
+    except (KeyError, TypeError, OverflowError):  # OverflowError: an int beyond float range
         return None
     return rows
 
@@ -164,13 +178,13 @@ def validate_points(body: Any) -> list[PointRow]:
         elif not 0 <= step <= limits.MAX_STEP:
             bad(f"{where}.step", "must be between 0 and 2^62")
             ok = False
-        if not _is_number(compute) or not math.isfinite(compute):
-            bad(f"{where}.compute", "required, must be a finite number")
+        if not _is_number(compute) or not _finite(compute):
+            bad(f"{where}.compute", "required, must be a finite number within float range")
             ok = False
         elif compute < 0:
             bad(f"{where}.compute", "must not be negative")
             ok = False
-        if wall is not None and (not _is_number(wall) or not math.isfinite(wall)):
+        if wall is not None and (not _is_number(wall) or not _finite(wall)):
             bad(f"{where}.time", "must be a finite number (seconds since the epoch) or null")
             ok = False
         if not isinstance(metrics, dict) or not metrics:
@@ -187,8 +201,8 @@ def validate_points(body: Any) -> list[PointRow]:
             elif not _is_number(value):
                 bad(f"{where}.metrics.{name}", "must be a number")
                 ok = False
-            elif not math.isfinite(value):
-                bad(f"{where}.metrics.{name}", f"must be finite, got {value}")
+            elif not _finite(value):
+                bad(f"{where}.metrics.{name}", "must be a finite number within float range")
                 ok = False
         if ok:
             t = float(wall) if wall is not None else None

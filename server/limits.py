@@ -30,6 +30,8 @@ __all__ = [
     "MAX_NAME_LENGTH",
     "MAX_NOTES_LENGTH",
     "MAX_PAGE_SIZE",
+    "MAX_PAPER_FIT_POINTS",
+    "MAX_POINTS_PAGE",
     "MAX_POINTS_PER_REQUEST",
     "MAX_RAW_POINTS",
     "MAX_STEP",
@@ -44,5 +46,11 @@ MAX_PAGE_SIZE = 1_000
 DEFAULT_PAGE_SIZE = 100
 MAX_DOWNSAMPLE_POINTS = 100_000
 MAX_RAW_POINTS = 1_000_000  # a points query without max_points returns at most this many
+# GET /runs/{id}/points without max_points: one page of at most this many points, ordered by
+# step; `next_since_step` in the answer continues it.
+MAX_POINTS_PAGE = 10_000
 MAX_FIT_POINTS = 100_000  # POST /api/v1/fit
+# POST /api/v1/fit with method "paper": its grid of curve fits costs milliseconds per point, so
+# larger requests are thinned to this many points (evenly spaced in compute order).
+MAX_PAPER_FIT_POINTS = 500
 MAX_COMPARE_RUNS = 20

@@ -43,7 +43,7 @@ def normalize_params(kind: str, params: dict[str, Any] | None) -> dict[str, Any]
     unknown = sorted(set(params) - set(spec))
     if unknown:
         problems.append(
-            f"unknown parameter(s) {', '.join(unknown)} for kind {kind} "
+            f"unknown parameter(s) {', '.join(map(ascii, unknown))} for kind {kind} "
             f"(allowed: {', '.join(spec) or 'none'})"
         )
     out: dict[str, Any] = {}
@@ -57,6 +57,10 @@ def normalize_params(kind: str, params: dict[str, Any] | None) -> dict[str, Any]
             continue
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             problems.append(f"{name} must be a number, got {value!r}")
+            continue
+        if isinstance(value, int) and not -(2**63) <= value < 2**63:
+            # Beyond any column and beyond float range (float(10**400) raises).
+            problems.append(f"{name} must be > {low:g} and <= {high:g}")
             continue
         if typ is int and (not float(value).is_integer()):
             problems.append(f"{name} must be an integer, got {value!r}")

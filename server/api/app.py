@@ -10,7 +10,8 @@ from fastapi.responses import RedirectResponse
 
 from server.api.deps import TokenCache
 from server.api.errors import install_error_handlers
-from server.api.guards import RejectNulMiddleware
+from server.api.fitpool import FitPool
+from server.api.guards import RejectNulMiddleware, RequestGuard
 from server.api.routes import alerts, fits, health, points, runs, tokens
 from server.api.telemetry import Metrics, MetricsMiddleware
 from server.config import Settings
@@ -53,6 +54,7 @@ def create_app(settings: Settings, store: SqlStore | None = None) -> FastAPI:
         try:
             yield
         finally:
+            app.state.fit_pool.shutdown()
             for w in workers:
                 w.stop()
 
@@ -68,9 +70,11 @@ def create_app(settings: Settings, store: SqlStore | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.state.store = store
-    app.state.token_cache = TokenCache()
+    app.state.token_cache = TokenCache(settings.token_cache_ttl)
+    app.state.fit_pool = FitPool(settings.fit_processes, settings.fit_timeout)
     app.state.metrics = Metrics()
     app.state.refit_notify = None
+    app.add_middleware(RequestGuard, state=app.state)
     app.add_middleware(RejectNulMiddleware)
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
 

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import Depends, HTTPException, Request
 
+from server.api.guards import bearer_from_header
 from server.config import Settings
-from server.scopes import AUTH_COOKIE, SCOPE_RANK
+from server.scopes import SCOPE_RANK
 from server.store.base import Store, TokenStore
-
-_CACHE_TTL = 5.0  # seconds a verified token is trusted without a database round trip
 
 
 def get_store(request: Request) -> Store:
@@ -30,7 +30,11 @@ SettingsDep = Annotated[Settings, Depends(get_settings)]
 class TokenCache:
     """Tiny TTL cache so every ingest request does not cost a token lookup query."""
 
-    def __init__(self) -> None:
+    def __init__(self, ttl: float = 1.0, clock: Callable[[], float] = time.monotonic) -> None:
+        # ttl: seconds a verified token is trusted without a database round trip, which is how
+        # long a revocation made by another process can take to apply here.
+        self.ttl = ttl
+        self.clock = clock
         self._lock = threading.Lock()
         self._items: dict[str, tuple[float, dict | None]] = {}
 
@@ -39,7 +43,7 @@ class TokenCache:
             self._items.clear()
 
     def get(self, store: TokenStore, token: str) -> dict | None:
-        now = time.monotonic()
+        now = self.clock()
         with self._lock:
             hit = self._items.get(token)
             if hit and hit[0] > now:
@@ -48,18 +52,15 @@ class TokenCache:
         with self._lock:
             if len(self._items) > 10_000:
                 self._items.clear()
-            self._items[token] = (now + _CACHE_TTL, info)
+            if self.ttl > 0:
+                self._items[token] = (now + self.ttl, info)
         return info
 
 
 def bearer_token(request: Request) -> str | None:
-    header = request.headers.get("authorization")
-    if header:
-        kind, _, value = header.partition(" ")
-        if kind.lower() == "bearer" and value.strip():
-            return value.strip()
-        return None
-    return request.cookies.get(AUTH_COOKIE)
+    # Bearer header only: the dashboard's session cookie is never accepted by the REST API, so
+    # a page on another origin cannot act through a signed-in browser (CSRF).
+    return bearer_from_header(request.headers.get("authorization"))
 
 
 def authenticate(request: Request, scope: str) -> dict[str, Any] | None:

@@ -49,7 +49,13 @@ async def database_unavailable(_request: Request, exc: Exception) -> JSONRespons
     return JSONResponse({"detail": "database unavailable, retry later"}, status_code=503)
 
 
+async def nested_too_deeply(_request: Request, _exc: Exception) -> JSONResponse:
+    # json.loads recurses per nesting level: 100k "[" would otherwise be a 500.
+    return JSONResponse({"detail": "body is not valid JSON: nested too deeply"}, status_code=400)
+
+
 def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(RecursionError, nested_too_deeply)
     app.add_exception_handler(NotFound, not_found)
     app.add_exception_handler(RequestValidationError, invalid_request)
     app.add_exception_handler(DataError, bad_value)

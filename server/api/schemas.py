@@ -25,7 +25,25 @@ PathId = Annotated[int, Path(ge=1, le=ID_MAX)]
 """An id in the path (`/runs/{run_id}`, `/alerts/{alert_id}`, ...)."""
 
 
+def utf8_problem(text: str) -> bool:
+    """True when `text` cannot be sent back as UTF-8 (a lone surrogate such as "\\udfff", which
+    JSON escapes can carry): stored, it would turn every later response that shows it into a
+    500, so it is refused on the way in."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _utf8(text: str, what: str) -> str:
+    if utf8_problem(text):
+        raise ValueError(f"{what} must be valid UTF-8 text (no lone surrogates)")
+    return text
+
+
 def _clean(text: str, what: str) -> str:
+    _utf8(text, what)
     # PostgreSQL text cannot hold NUL; reject it up front instead of failing at INSERT time.
     if "\x00" in text:
         raise ValueError(f"{what} must not contain NUL characters")
@@ -39,6 +57,10 @@ def _check_json(value: dict[str, Any], what: str) -> dict[str, Any]:
         encoded = json.dumps(value, allow_nan=False)
     except (ValueError, TypeError) as exc:
         raise ValueError(f"{what} must be JSON without NaN or Infinity ({exc})") from exc
+    # json.dumps escapes lone surrogates ("\\udfff") instead of failing: encode without the
+    # escaping to find them (keys and values, at any depth).
+    if utf8_problem(json.dumps(value, ensure_ascii=False)):
+        raise ValueError(f"{what} must be valid UTF-8 text (no lone surrogates)")
     if "\\u0000" in encoded:
         raise ValueError(f"{what} must not contain NUL characters")
     if len(encoded) > limits.MAX_CONFIG_BYTES:
@@ -47,6 +69,8 @@ def _check_json(value: dict[str, Any], what: str) -> dict[str, Any]:
 
 
 def _check_notes(notes: str | None) -> str | None:
+    if notes is not None:
+        _utf8(notes, "notes")
     if notes is not None and "\x00" in notes:
         raise ValueError("notes must not contain NUL characters")
     return notes
@@ -367,6 +391,8 @@ PARAMS_HELP = "Parameters of the kind (defaults filled in): " + "; ".join(
 
 
 def _no_nul(v: str | None) -> str | None:
+    if v is not None:
+        _utf8(v, "text")
     # PostgreSQL text cannot hold NUL: a clear 422 instead of a failed INSERT.
     if v is not None and "\x00" in v:
         raise ValueError("must not contain NUL characters")
@@ -396,6 +422,11 @@ class RuleCreate(BaseModel):
     _url = field_validator("webhook_url")(_check_url)
     _nul = field_validator("project", "webhook_secret")(_no_nul)
 
+    @field_validator("params")
+    @classmethod
+    def _params(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+        return None if v is None else _check_json(v, "params")
+
 
 class RulePatch(BaseModel):
     """Fields to change; changing kind without params resets params to the kind's defaults."""
@@ -411,6 +442,11 @@ class RulePatch(BaseModel):
 
     _url = field_validator("webhook_url")(_check_url)
     _nul = field_validator("project", "webhook_secret")(_no_nul)
+
+    @field_validator("params")
+    @classmethod
+    def _params(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+        return None if v is None else _check_json(v, "params")
 
 
 class RuleOut(BaseModel):

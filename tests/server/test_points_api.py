@@ -123,15 +123,18 @@ def test_limits_unknown_run_and_encodings(api):
     r = api.post(
         f"/api/v1/runs/{rid}/points",
         content=b"\x1f\x8bnot gzip",
-        headers={"content-encoding": "gzip"},
+        headers={"content-type": "application/json", "content-encoding": "gzip"},
     )
     assert r.status_code == 400
-    r = api.post(f"/api/v1/runs/{rid}/points", content=b"{not json")
+    as_json = {"content-type": "application/json"}
+    r = api.post(f"/api/v1/runs/{rid}/points", content=b"{not json", headers=as_json)
     assert r.status_code == 400
-    r = api.post(f"/api/v1/runs/{rid}/points", content=b"{}", headers={"content-encoding": "br"})
+    r = api.post(f"/api/v1/runs/{rid}/points", content=b"{}", headers={**as_json, "content-encoding": "br"})
     assert r.status_code == 415
     bomb = gzip.compress(b" " * (limits.MAX_INFLATED_BYTES + 10))
-    r = api.post(f"/api/v1/runs/{rid}/points", content=bomb, headers={"content-encoding": "gzip"})
+    r = api.post(
+        f"/api/v1/runs/{rid}/points", content=bomb, headers={**as_json, "content-encoding": "gzip"}
+    )
     assert r.status_code == 413
 
 

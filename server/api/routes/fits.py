@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from concurrent.futures.process import BrokenProcessPool
 from typing import Annotated
 
-import numpy as np
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.responses import JSONResponse
 
 from server import limits
 from server.api.deps import AUTH_RESPONSES, READ, StoreDep
+from server.api.fitpool import FitFailed, FitPool, FitTimeout, thin_for_paper
 from server.api.schemas import (
     CompareOut,
+    ErrorOut,
     FitHistory,
     FitOut,
     FitRequest,
@@ -18,10 +22,9 @@ from server.api.schemas import (
     PathId,
     not_found,
 )
-from server.fitting import FitOptions, fit_curve
 from server.services.compare import api_response, load_compare_inputs
-from server.services.fits import fit_record, latest_or_pending, public_fit
-from server.store.fit_records import FitRecord, PublicFit
+from server.services.fits import latest_or_pending, public_fit
+from server.store.fit_records import PublicFit
 
 router = APIRouter(prefix="/api/v1", tags=["fits"], responses=AUTH_RESPONSES, dependencies=[READ])
 RUN_404 = not_found("run")
@@ -63,19 +66,48 @@ def fit_history(
     return {"run_id": run_id, "metric": name, "fits": fits}
 
 
-@router.post("/fit", response_model=FitOut, response_model_exclude_unset=True)
-def stateless_fit(body: FitRequest) -> FitRecord:
-    """Fit points given in the request (for scripts and notebooks); nothing is stored."""
-    options = FitOptions(
-        r0=body.r0,
-        warmup=body.warmup,
-        fit_until=body.fit_until,
-        target_compute=body.target_compute,
-        value_range=body.value_range,
-        method=body.method,
-    )
-    result = fit_curve(np.asarray(body.compute), np.asarray(body.values), options)
-    return fit_record(result, internal=False)
+@router.post(
+    "/fit",
+    response_model=FitOut,
+    response_model_exclude_unset=True,
+    responses={
+        422: {
+            "model": ErrorOut,
+            "description": "Invalid points, points that cannot be fitted, or a fit that ran "
+            "past its deadline (it was stopped)",
+        },
+    },
+)
+async def stateless_fit(body: FitRequest, request: Request) -> JSONResponse:
+    """Fit points given in the request (for scripts and notebooks); nothing is stored.
+
+    Runs in a child process with a deadline (`SCALEWATCH_FIT_TIMEOUT`); `method: paper` on
+    more than 500 points fits 500 of them, evenly spaced in compute order
+    (`downsampled_from` says how many were sent).
+    """
+    options = {
+        "r0": body.r0,
+        "warmup": body.warmup,
+        "fit_until": body.fit_until,
+        "target_compute": body.target_compute,
+        "value_range": body.value_range,
+        "method": body.method,
+    }
+    compute, values, thinned_from = list(body.compute), list(body.values), None
+    if body.method == "paper":
+        compute, values, thinned_from = thin_for_paper(compute, values)
+    pool: FitPool = request.app.state.fit_pool
+    try:
+        record = await pool.run(compute, values, options)
+    except FitFailed as exc:
+        return JSONResponse({"detail": f"these points cannot be fitted ({exc})"}, 422)
+    except FitTimeout as exc:
+        return JSONResponse({"detail": f"{exc} and was stopped; send fewer points"}, 422)
+    except BrokenProcessPool:
+        return JSONResponse({"detail": "the fit was interrupted, retry"}, 503)
+    if thinned_from is not None:
+        record["downsampled_from"] = thinned_from
+    return JSONResponse(jsonable_encoder(FitOut.model_validate(record), exclude_unset=True))
 
 
 @router.get(
