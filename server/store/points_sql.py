@@ -96,6 +96,13 @@ class PointsMixin(SqlBase):
             by_metric[row.metric].append(row)
 
         with self.session() as s:
+            if self.dialect == "sqlite":
+                # SQLite has no row locks (FOR UPDATE is ignored) and pysqlite begins the
+                # transaction only at the first write, so two batches could both read "nothing
+                # stored yet" and both take the plain-INSERT append path: UNIQUE constraint
+                # failed. Writing first takes SQLite's write lock before anything is read
+                # (waiting on busy_timeout), which serialises ingests like the row lock does.
+                s.execute(update(Run).where(Run.id == run_id).values(id=Run.id))
             # Lock the run row: concurrent batches of one run serialise here, which keeps the
             # summaries exact and the lock order (run, then series by id) deadlock-free.
             run = s.execute(
