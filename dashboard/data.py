@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dashboard.figures import a_text, fmt, run_color, unit_label
+from dashboard.figures import a_text, fmt, forecast_text, run_color, unit_label
 from server.services.compare import compare_inputs, load_compare_inputs
 from server.services.fits import latest_or_pending
 from server.store.base import NotFound, PointsPage, RunQuery, Store
@@ -59,7 +59,7 @@ def run_row(run: dict[str, Any], alerts: int | None) -> dict[str, Any]:
         "A": a_text(fit) if fit.get("B") is not None else _no_fit(fit),
         "B": _round(fit.get("B"), 3),
         "C_mid": _round(fit.get("C_mid"), 4),
-        "predicted": _round(fit.get("predicted_at_target"), 3),
+        "predicted": forecast_text(fit),
         "target": _round(run.get("target_compute")),
         "alerts": alerts,
         "unit": unit_label(run.get("compute_unit")),

@@ -79,6 +79,24 @@ def a_text(fit: dict[str, Any] | None) -> str:
     return f"{fit['A']:.3f}"
 
 
+def forecast_text(fit: dict[str, Any] | None) -> str:
+    """The forecast at the target as the user may read it: a number with its 95% prediction
+    interval when A is identified; only the interval when it is not (a bare number would claim
+    more than the fit knows); an upper bound when the run broke."""
+    if not fit or fit.get("predicted_at_target") is None:
+        return "–"
+    brk = fit.get("break")
+    if brk and brk.get("regime") != "fitted" and brk.get("ceiling_upper") is not None:
+        return f"≤ {brk['ceiling_upper']:.3f} (broke)"
+    pi = fit.get("predicted_interval") or [None, None]
+    has_pi = pi[0] is not None and pi[1] is not None
+    if fit.get("status") != "ok":
+        return f"[{pi[0]:.3f}, {pi[1]:.3f}]" if has_pi else "–"
+    if has_pi:
+        return f"{fit['predicted_at_target']:.3f} [{pi[0]:.3f}, {pi[1]:.3f}]"
+    return f"{fit['predicted_at_target']:.3f}"
+
+
 def base_layout(fig: go.Figure, title: str, x_title: str, y_title: str, log_x: bool) -> None:
     fig.update_layout(
         template=TEMPLATE,

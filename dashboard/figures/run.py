@@ -16,6 +16,7 @@ from dashboard.figures.common import (
     curve_traces,
     empty_figure,
     fmt,
+    forecast_text,
     log_axis,
     positive,
     vline,
@@ -37,13 +38,14 @@ def fit_caption(fit: dict[str, Any] | None, unit: str) -> str:
         f"C_mid = {fmt(fit.get('C_mid'))}",
     ]
     if fit.get("predicted_at_target") is not None and fit.get("target_compute"):
-        pi = fit.get("predicted_interval") or [None, None]
-        band = f" [{pi[0]:.3f}, {pi[1]:.3f}]" if None not in pi else ""
-        parts.append(
-            f"predicted {fit['predicted_at_target']:.3f}{band} at "
-            f"{fmt(fit['target_compute'])} {unit}"
-        )
-    if fit.get("A") is None:
+        parts.append(f"predicted {forecast_text(fit)} at {fmt(fit['target_compute'])} {unit}")
+    brk = fit.get("break")
+    if brk:
+        where = f"step {brk['step']}" if brk.get("step") is not None else \
+            f"{fmt(brk.get('compute'))} {unit}"
+        parts.append(f"broke at {where} (−{brk['drop']:.3f})" + (
+            ", fit since then" if brk.get("regime") == "fitted" else ""))
+    elif fit.get("A") is None:
         parts.append("asymptote not identified yet")
     return " · ".join(parts)
 
@@ -118,6 +120,11 @@ def run_figure(
     )
     fig.update_layout(margin={"t": 90}, legend={"y": 1.09})
     lo = float(c.min())
+    brk = (fit or {}).get("break")
+    if brk and brk.get("compute") and float(brk["compute"]) > 0:
+        # Where the run fell off its curve: the regime the fit describes starts here (or, with
+        # too few points since, the solid curve is the one the run was on before).
+        vline(fig, float(brk["compute"]), f"break −{brk['drop']:.3f}", "#c62828", 1.5, 0.9)
     if warmup and warmup > lo:
         # On a log axis shapes take data values, annotations log10 values.
         fig.add_shape(

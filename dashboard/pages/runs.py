@@ -27,7 +27,7 @@ def _columns(unit: str, metric: str, config_keys: list[str], alerts: bool) -> li
         column("A [95%]", "A"),
         column("B", "B", "numeric"),
         column("C_mid", "C_mid", "numeric"),
-        column("predicted @ target", "predicted", "numeric"),
+        column("predicted @ target [95%]", "predicted"),
         column(f"target ({unit})", "target", "numeric"),
     ]
     if alerts:

@@ -63,6 +63,51 @@ def _ab(
     }
 
 
+def _broke(
+    params: dict[str, Any], current: Mapping[str, Any], best: Mapping[str, Any] | None
+) -> Verdict | None:
+    """A fit that reports a break of at least `delta` fires at once: the run fell off the curve
+    it was on, so the ceiling that curve promised is gone (the new one is at most
+    `ceiling_upper`), however the fits of the broken run itself look."""
+    brk = current.get("break")
+    if not brk or brk.get("drop") is None:
+        return None
+    delta = float(params["delta"])
+    drop = float(brk["drop"])
+    drop_lo = float((brk.get("drop_ci") or [drop])[0] or 0.0)
+    # At least `delta`, and at least half of it beyond doubt: a small fall measured against a
+    # curve that was itself overshooting on a noise bump stays below that.
+    if drop < delta or drop_lo < delta / 2:
+        return None
+    where = (
+        f"step {brk['step']}"
+        if brk.get("step") is not None
+        else f"compute {float(brk['compute']):.4g}"
+    )
+    ceiling = brk.get("ceiling_upper")
+    new_a = a_interval(current) if brk.get("regime") == "fitted" else None
+    tail = (
+        f"; the new regime's A is {new_a[0]:.3f} [{new_a[1]:.3f}, {new_a[2]:.3f}]"
+        if new_a
+        else f"; its ceiling is now at most {float(ceiling):.3f}"
+        if ceiling is not None
+        else ""
+    )
+    details = {
+        **_ab(a_interval(best), new_a),
+        "break": dict(brk),
+        "drop": _r(drop),
+        "delta": delta,
+        "best_fit_id": (best or {}).get("fit_id"),
+    }
+    return Verdict(
+        True,
+        f"the run broke at {where}: its recent level {float(brk['level']):.3f} is "
+        f"{drop:.3f} below the curve it was on{tail}",
+        details,
+    )
+
+
 def asymptote_drop(
     params: dict[str, Any],
     current: Mapping[str, Any],
@@ -72,8 +117,12 @@ def asymptote_drop(
     """`best`: the run's `ok` fit with the highest A interval lower end (its best claim).
 
     Best by lower end, not by A: an early `ok` fit often has a high A with a wide interval;
-    measured against its lower end a later, narrower fit could never prove a drop.
+    measured against its lower end a later, narrower fit could never prove a drop.  A fit that
+    reports a break (``server/fitting/breaks.py``) fires without waiting for the fits to settle.
     """
+    broke = _broke(params, current, best)
+    if broke is not None:
+        return broke
     cur, top = a_interval(current), a_interval(best)
     if cur is None or top is None:
         return NO_VERDICT

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy.optimize import least_squares
 
 from . import grid as G
-from .intervals import DRIFT_RATE, analyse, band, posterior_summary
+from .breaks import Break, detect_break
+from .intervals import DRIFT_RATE, analyse, band, extra_half_width, posterior_summary
 from .model import FloatArray, frac, jacobian_x
 from .posterior import posterior_axes
 from .result import FitOptions, FitResult
@@ -21,6 +22,7 @@ ID_MAX_WIDTH = 0.1  # A interval wider than this -> unidentified
 EDGE_EPS = 1e-3
 KNEE_FACTOR = 2.0  # the fit window must reach KNEE_FACTOR * C_mid to claim A
 MIN_RISE = 0.3  # ... and the fitted curve must cover this fraction of its gain in the window
+MIN_REGIME = 12  # evaluations since a break needed to fit the new regime
 
 
 @dataclass(frozen=True)
@@ -36,17 +38,25 @@ class Prepared:
     r0_source: str
     target: float | None
     fit_range: tuple[float, float] | None
+    steps: FloatArray | None = None  # the window's steps, when the caller passed them
 
 
-def prepare(compute: ArrayLike, values: ArrayLike, options: FitOptions) -> Prepared:
+def prepare(
+    compute: ArrayLike, values: ArrayLike, options: FitOptions, steps: ArrayLike | None = None
+) -> Prepared:
     c = np.asarray(compute, dtype=float).ravel()
     y = np.asarray(values, dtype=float).ravel()
     if c.size != y.size:
         raise ValueError(f"compute has {c.size} entries but values has {y.size}")
+    st = None if steps is None else np.asarray(steps, dtype=float).ravel()
+    if st is not None and st.size != c.size:
+        raise ValueError(f"steps has {st.size} entries but compute has {c.size}")
     keep = np.isfinite(c) & np.isfinite(y) & (c >= 0)
     c, y = c[keep], y[keep]
     order = np.argsort(c, kind="stable")
     c, y = c[order], y[order]
+    if st is not None:
+        st = st[keep][order]
     if options.r0 is not None:
         r0, src = float(options.r0), "given"
     elif np.any(c == 0):
@@ -62,7 +72,8 @@ def prepare(compute: ArrayLike, values: ArrayLike, options: FitOptions) -> Prepa
     if target is None and c.size:
         target = float(c[-1])
     fit_range = (float(cw[0]), float(cw[-1])) if cw.size else None
-    return Prepared(c, y, np.log(cw / c0), yw, c0, r0, src, target, fit_range)
+    return Prepared(c, y, np.log(cw / c0), yw, c0, r0, src, target, fit_range,
+                    None if st is None else st[win])
 
 
 @dataclass(frozen=True)
@@ -202,14 +213,18 @@ def fit_curve(
     values: ArrayLike,
     options: FitOptions = FitOptions(),
     previous: FitResult | None = None,
+    steps: ArrayLike | None = None,
 ) -> FitResult:
-    """Fit the ScaleRL sigmoid; never raises on bad data (see ``status`` and ``message``)."""
+    """Fit the ScaleRL sigmoid; never raises on bad data (see ``status`` and ``message``).
+
+    ``steps`` (optional, one per point) only label a detected break with the step it starts at.
+    """
     lo, hi = (float(v) for v in options.value_range)
     if not lo < hi:
         raise ValueError("value_range must be (low, high) with low < high")
     if options.method not in ("default", "paper", "curve_fit"):
         raise ValueError(f"unknown method {options.method!r}")
-    prep = prepare(compute, values, options)
+    prep = prepare(compute, values, options, steps)
     n = int(prep.y.size)
     if n < MIN_POINTS:
         return _insufficient(prep, options, f"only {n} usable points (need {MIN_POINTS})", n)
@@ -220,16 +235,75 @@ def fit_curve(
 
         return fit_baseline(prep, options)
 
-    collapse = _collapse(prep.y)
-    if collapse:
-        return _insufficient(prep, options, collapse, n)
-
     start = None
     if previous is not None and previous.params is not None and previous.C_mid:
         a, b, cm, r0p = previous.params
         start = (a, float(np.log(cm / prep.c0)), b, r0p)
     pf = point_fit(prep.x, prep.y, prep.r0, (lo, hi), start, need_grid=options.intervals)
+    unc = analyse(prep.x, prep.y, pf.theta, prep.r0 is None, (lo, hi))
+
+    def refit(x: FloatArray, y: FloatArray, st: tuple[float, float, float, float]
+              ) -> tuple[float, float, float, float]:
+        return point_fit(x, y, prep.r0, (lo, hi), st).theta
+
+    brk = detect_break(prep.x, prep.y, pf.theta, prep.r0, (lo, hi), unc.eval_sd, unc.tau, refit)
+    if brk is not None:
+        return broken(prep, options, brk)
+    collapse = _collapse(prep.y)
+    if collapse:
+        return _insufficient(prep, options, collapse, n)
     return finish(prep, options, pf)
+
+
+def broken(prep: Prepared, options: FitOptions, brk: Break) -> FitResult:
+    """The result for a run that broke: the regime since the break when it can be fitted,
+    else what the evidence says (the recent level, and an upper bound on the new ceiling)."""
+    lo, hi = (float(v) for v in options.value_range)
+    c_win = prep.c0 * np.exp(prep.x)
+    c_break = float(c_win[brk.index])
+    a, m, b, r0 = brk.theta_before
+    target = prep.target if prep.target is not None else float(c_win[-1])
+
+    def before(c: float) -> float:
+        return r0 + (a - r0) * float(frac(np.array([np.log(c / prep.c0)]), m, b)[0])
+
+    # A broken recipe is not expected to gain more from here than its old curve still had to
+    # gain: the recent level's upper bound plus that remaining gain bounds the new ceiling.
+    remaining = max(before(target) - before(float(c_win[-1])), 0.0)
+    ceiling_upper = min(brk.level_ci[1] + remaining, hi)
+    info: dict[str, object] = {
+        "compute": c_break,
+        "step": None if prep.steps is None else int(prep.steps[brk.index]),
+        "drop": brk.drop, "drop_ci": brk.drop_ci, "level": brk.level,
+        "level_ci": brk.level_ci, "n_after": brk.n_after, "ceiling_upper": ceiling_upper,
+        "regime": "too_few_points",
+    }
+    where = f"step {info['step']}" if info["step"] is not None else f"compute {c_break:.4g}"
+    what = (f"the run broke at {where}: its newest {brk.n_after} evaluations lie "
+            f"{brk.drop:.3f} below the curve it was on")
+    if brk.n_after >= MIN_REGIME:
+        after = fit_curve(c_win[brk.index:], prep.y[brk.index:],
+                          replace(options, r0=None, warmup=0.0, fit_until=None,
+                                  target_compute=target))
+        if after.status == "ok" and after.break_ is None:
+            info["regime"] = "fitted"
+            return replace(after, break_=info, message=f"{what}; A and the forecast describe "
+                           f"the {brk.n_after} evaluations since the break")
+    # The noise model of the points before the break (after it they are off that curve).
+    k = brk.index
+    unc = analyse(prep.x[:k], prep.y[:k], brk.theta_before, prep.r0 is None, (lo, hi))
+    half = extra_half_width(unc.q, unc.eval_sd, 0.0, 0.0)
+    return FitResult(
+        status="unidentified", A=None, A_lower_bound=None, B=b,
+        C_mid=prep.c0 * float(np.exp(m)), R0=r0, a_fit=a, r0_source=prep.r0_source,
+        n_points=int(prep.y.size), fit_range=prep.fit_range, target_compute=target,
+        predicted_at_target=brk.level,
+        predicted_interval=(max(brk.level_ci[0] - half, lo), min(ceiling_upper + half, hi)),
+        method="default", sigma=unc.sigma, tau=unc.tau, eval_sd=unc.eval_sd, q=unc.q,
+        value_range=(lo, hi), break_=info,
+        message=f"{what}; too few evaluations since then to fit the new regime (need "
+                f"{MIN_REGIME}); its ceiling is at most {ceiling_upper:.3f}",
+    )
 
 
 def finish(prep: Prepared, options: FitOptions, pf: PointFit) -> FitResult:

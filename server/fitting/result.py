@@ -14,6 +14,7 @@ METHODS = ("default", "paper", "curve_fit")
 PUBLIC_KEYS = (
     "status", "A", "B", "C_mid", "R0", "r0_source", "ci", "A_lower_bound", "n_points",
     "fit_range", "target_compute", "predicted_at_target", "predicted_interval", "rmse", "method",
+    "break",
 )
 
 
@@ -50,6 +51,20 @@ def _pair(p: Pair | None) -> list[float | None] | None:
     return None if p is None else [_num(p[0]), _num(p[1])]
 
 
+def _json_break(b: dict[str, Any] | None) -> dict[str, Any] | None:
+    if b is None:
+        return None
+    out: dict[str, Any] = {}
+    for k, v in b.items():
+        if isinstance(v, (tuple, list)):
+            out[k] = _pair((v[0], v[1]))
+        elif isinstance(v, float):
+            out[k] = _num(v)
+        else:
+            out[k] = v
+    return out
+
+
 @dataclass(frozen=True)
 class FitResult:
     """Result of :func:`server.fitting.fit_curve`.
@@ -82,6 +97,10 @@ class FitResult:
     predicted_interval: Pair | None = None
     rmse: float | None = None
     method: str = "default"
+    # A lasting fall below the curve the run was on (``breaks.py``), or None:
+    # {"compute", "step", "drop", "drop_ci", "level", "level_ci", "n_after", "ceiling_upper",
+    #  "regime"}; "regime" is "fitted" when the result describes the points since the break.
+    break_: dict[str, Any] | None = None
     # ---- internal ----
     message: str = ""
     a_fit: float | None = None  # point estimate of A, kept even when status != ok
@@ -123,6 +142,7 @@ class FitResult:
             "predicted_interval": _pair(self.predicted_interval),
             "rmse": _num(self.rmse),
             "method": self.method,
+            "break": _json_break(self.break_),
         }
         if internal:
             out["internal"] = {
@@ -170,6 +190,7 @@ class FitResult:
             predicted_interval=pair(d.get("predicted_interval")),
             rmse=d.get("rmse"),
             method=d.get("method", "default"),
+            break_=d.get("break"),
             message=internal.get("message", ""),
             a_fit=a_fit,
             sigma=internal.get("sigma"),

@@ -71,7 +71,7 @@ class Refitter(PollingWorker):
         try:
             context = self.store.fit_context(item.run_id)
             metric, previous = self.store.latest_fit(item.run_id, item.metric)
-            requested, compute, values = self.store.series_snapshot(item.series_id)
+            requested, compute, values, steps = self.store.series_snapshot(item.series_id)
             options = fit_options_for(context)
             warm = None
             if previous and previous.get("status") != "insufficient_data":
@@ -80,7 +80,8 @@ class Refitter(PollingWorker):
                 except (KeyError, TypeError, ValueError):
                     warm = None
             t0 = time.perf_counter()
-            result = fit_curve(np.asarray(compute), np.asarray(values), options, previous=warm)
+            result = fit_curve(np.asarray(compute), np.asarray(values), options, previous=warm,
+                               steps=np.asarray(steps))
             stored = fit_record(
                 result, metric=metric, fit_seconds=round(time.perf_counter() - t0, 4)
             )

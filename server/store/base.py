@@ -87,7 +87,9 @@ class FitStore(Protocol):
     def claim_dirty_series(
         self, owner: str, lease_seconds: float = 120, limit: int = 8
     ) -> list[DirtySeries]: ...
-    def series_snapshot(self, series_id: int) -> tuple[int, list[float], list[float]]: ...
+    def series_snapshot(
+        self, series_id: int
+    ) -> tuple[int, list[float], list[float], list[int]]: ...
     def fit_context(self, run_id: int) -> dict[str, Any]: ...
     def finish_refit(
         self,
@@ -167,6 +169,9 @@ class OutboxStore(Protocol):
     def claim_deliveries(
         self, owner: str, lease_seconds: float = 60.0, limit: int = 8
     ) -> list[dict]: ...
+    def renew_delivery_leases(
+        self, delivery_ids: list[int], owner: str, seconds: float
+    ) -> int: ...
     def record_delivery_attempt(
         self,
         delivery_id: int,

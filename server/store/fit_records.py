@@ -17,7 +17,12 @@ FitStatus = Literal["ok", "unidentified", "insufficient_data", "pending"]
 Interval = list[float | None]
 
 
-class PublicFit(TypedDict, total=False):
+# "break" is a Python keyword, so that one key is declared with the functional syntax: a
+# lasting fall below the curve the run was on, or None (README "A fit result").
+_BreakKey = TypedDict("_BreakKey", {"break": dict[str, Any] | None}, total=False)
+
+
+class PublicFit(_BreakKey, total=False):
     """The fit result object of the REST API (README "A fit result")."""
 
     status: str  # a FitStatus
@@ -82,6 +87,7 @@ SUMMARY_KEYS = (
     "metric",
     "fitted_at",
     "message",
+    "break",
 )
 
 

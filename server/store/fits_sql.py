@@ -135,8 +135,10 @@ class FitsMixin(SqlBase):
             return True
 
     # ---- inputs of a fit -------------------------------------------------------------------
-    def series_snapshot(self, series_id: int) -> tuple[int, list[float], list[float]]:
-        """(refit_requested, compute, values) read from one consistent snapshot.
+    def series_snapshot(
+        self, series_id: int
+    ) -> tuple[int, list[float], list[float], list[int]]:
+        """(refit_requested, compute, values, steps) read from one consistent snapshot.
 
         Ingest bumps the counter in the same transaction as the points, so a fit of exactly
         these points may mark the series done up to exactly this counter: no fit is lost and
@@ -147,12 +149,13 @@ class FitsMixin(SqlBase):
                 s.connection(execution_options={"isolation_level": "REPEATABLE READ"})
             requested = s.scalar(select(Series.refit_requested).where(Series.id == series_id))
             rows = s.execute(
-                select(Point.compute, Point.value)
+                select(Point.compute, Point.value, Point.step)
                 .where(Point.series_id == series_id)
                 .order_by(Point.step)
             ).all()
             s.rollback()  # read-only: end the snapshot
-        return int(requested or 0), [r[0] for r in rows], [r[1] for r in rows]
+        return (int(requested or 0), [r[0] for r in rows], [r[1] for r in rows],
+                [r[2] for r in rows])
 
     def fit_context(self, run_id: int) -> dict[str, Any]:
         """What the fitter needs to know about a run: settings, target, fit metric."""

@@ -41,3 +41,27 @@ def test_stalled_only_for_running_runs():
     assert ev.stalled({"minutes": 10}, "running", old, now).fire is True
     assert ev.stalled({"minutes": 10}, "finished", old, now).fire is False
     assert ev.stalled({"minutes": 60}, "running", old.replace(tzinfo=None), now).fire is False
+
+
+def test_a_break_fires_at_once_with_where_and_the_new_ceiling():
+    best = fit(0.61, 0.60, 0.62, fit_id=4)
+    brk = {"compute": 8000.0, "step": 8000, "drop": 0.06, "drop_ci": [0.04, 0.08],
+           "level": 0.55, "level_ci": [0.54, 0.56], "n_after": 9, "ceiling_upper": 0.57,
+           "regime": "too_few_points"}
+    current = {"status": "unidentified", "A": None, "ci": {"A": [0.3, 0.9]}, "break": brk}
+    v = ev.asymptote_drop({"delta": 0.02}, current, best)
+    assert v.fire is True
+    assert "step 8000" in v.message and "0.570" in v.message and "0.060" in v.message
+    assert v.details["break"]["step"] == 8000 and v.details["best_fit_id"] == 4
+    # Fires even with no earlier ok fit to compare with: the break is its own evidence.
+    assert ev.asymptote_drop({"delta": 0.02}, current, None).fire is True
+    # Smaller than delta, or not clearly more than half of it: no verdict from the break.
+    small = {**current, "break": {**brk, "drop": 0.015, "drop_ci": [0.005, 0.025]}}
+    assert ev.asymptote_drop({"delta": 0.02}, small, best).fire is None
+    unsure = {**current, "break": {**brk, "drop": 0.025, "drop_ci": [0.002, 0.048]}}
+    assert ev.asymptote_drop({"delta": 0.02}, unsure, best).fire is None
+    # A fitted new regime reports its own A in the message.
+    fitted = {"status": "ok", "A": 0.52, "ci": {"A": [0.50, 0.54]},
+              "break": {**brk, "regime": "fitted"}}
+    v = ev.asymptote_drop({"delta": 0.02}, fitted, best)
+    assert v.fire is True and "new regime's A is 0.520" in v.message

@@ -135,3 +135,34 @@ def test_colours_are_stable_and_distinct_for_neighbours() -> None:
     assert len({F.run_color(i) for i in range(1, 11)}) == 10
     assert F.unit_label("gpu_hours") == "GPU-hours"
     assert F.log_ticks(100, 10000)[:3] == [100, 200, 500]
+
+
+def test_forecast_is_never_a_bare_number_unless_identified() -> None:
+    ok = {"status": "ok", "predicted_at_target": 0.6123, "predicted_interval": [0.59, 0.63]}
+    assert F.forecast_text(ok) == "0.612 [0.590, 0.630]"
+    unid = {"status": "unidentified", "predicted_at_target": 0.994,
+            "predicted_interval": [0.49, 0.998]}
+    assert F.forecast_text(unid) == "[0.490, 0.998]"  # no "0.994" on its own
+    assert F.forecast_text({**unid, "predicted_interval": None}) == "–"
+    broke = {**unid, "break": {"ceiling_upper": 0.5612, "regime": "too_few_points"}}
+    assert F.forecast_text(broke) == "≤ 0.561 (broke)"
+    assert F.forecast_text(None) == "–"
+
+
+def test_run_figure_marks_a_break() -> None:
+    fit = {
+        "status": "unidentified", "A": None, "A_lower_bound": None, "B": 1.9, "C_mid": 2500.0,
+        "R0": 0.3, "ci": None, "fit_range": [100.0, 12000.0], "n_points": 100,
+        "target_compute": 20000.0, "predicted_at_target": 0.51,
+        "predicted_interval": [0.49, 0.55],
+        "break": {"compute": 8000.0, "step": 8000, "drop": 0.07, "ceiling_upper": 0.54,
+                  "regime": "too_few_points"},
+        "internal": {"a_fit": 0.61},
+    }  # fmt: skip
+    c, y = series(CROSSING["slow-highceiling"])
+    fig = F.run_figure({"compute": list(c), "values": list(y)}, fit, color="#000000",
+                       unit="GPU-hours", metric="m")
+    texts = " ".join(a.text for a in fig.layout.annotations)
+    assert "break −0.070" in texts and "broke at step 8000" in texts
+    assert "≤ 0.540 (broke)" in texts
+    assert any(s.x0 == 8000.0 for s in fig.layout.shapes if s.type == "line")

@@ -39,12 +39,21 @@ def test_decreasing() -> None:
     _check(fit_curve(C, y), "insufficient_data", "decreases")
 
 
-def test_collapse() -> None:
+def test_collapse_is_a_break_not_silence() -> None:
     c, y, _ = table1_run("ScaleRL", 16000, 3)
     y = y.copy()
     late = c > 9000
     y[late] = y[late] - (c[late] - 9000) / 7000 * 0.4  # rises, then collapses
-    _check(fit_curve(c, y), "insufficient_data", "collapse")
+    steps = np.arange(c.size) * 100
+    res = fit_curve(c, y, steps=steps)
+    _check(res, "unidentified", "broke")
+    brk = res.to_dict()["break"]
+    assert 8000 <= brk["compute"] <= 10500, brk  # where the fall starts
+    assert brk["step"] == int(steps[np.searchsorted(c, brk["compute"])])
+    assert brk["drop"] > 0.15 and brk["drop_ci"][0] > 0.1
+    # the new ceiling is bounded by where the run is now, far below the old curve's ~0.6
+    assert brk["ceiling_upper"] < 0.45 and res.A is None
+    assert res.predicted_interval[1] <= brk["ceiling_upper"] + 0.05
 
 
 @pytest.mark.parametrize("n", [0, 1, 3, 4])

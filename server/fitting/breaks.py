@@ -1,0 +1,185 @@
+"""Runs that break: a lasting fall below the curve the run was on (a change point).
+
+A recipe can break mid-run (a data-mix change, entropy collapse, a bug).  A sigmoid fitted to
+all the points then bends towards the broken part, its A interval widens, and the forecast
+quietly answers for a run that no longer exists.  So before trusting one curve for the whole
+window we ask whether its newest points fell off the curve fitted to the points before them.
+
+Test: for a few candidate lengths ``m`` of the newest segment, fit the curve to the points
+before it (warm-started from the full fit, so ~1 ms each), and compare the segment's mean
+residual with its standard error: evaluation noise of a mean of ``m`` autocorrelated
+evaluations plus the pre-fit's own extrapolation uncertainty (linearised).  A break is a
+segment whose mean lies more than ``Z_BREAK`` standard errors below the curve, whose newest
+points are still low (lasting, not a dip that recovered), and whose recent level is at least
+``MIN_DROP`` below the curve.  ``Z_BREAK`` is set for a per-fit false-alarm rate that, over the
+hundreds of refits of a stable run, still raises no alarm (``bench/alerts.py`` measures it).
+The start of the break is then located by the residuals' cumulative sum (where the departure
+begins), not by the coarse candidate length.
+
+Only falls are breaks: a jump up is good news and the refit follows it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import grid as G
+from . import posterior as P
+from .intervals import analyse, mean_noise_sd
+from .model import FloatArray, frac, jacobian_x
+
+MIN_POINTS = 16  # fewer points: no break test
+MIN_BEFORE = 10  # points the pre-break fit needs at least
+CANDIDATES = (3, 4, 5, 6, 8, 10, 13, 16, 20, 25, 32, 40, 50, 64, 80, 100, 128)
+Z_SCREEN = 2.0  # cheap screen on the full fit's residuals before any refit
+Z_BREAK = 3.5
+MIN_DROP = 0.02  # the paper's margin on A: smaller departures are not worth a verdict
+RECENT = 5  # the newest evaluations that make the "recent level"
+
+
+@dataclass(frozen=True)
+class Break:
+    index: int  # first point of the new regime, in the window's (sorted) points
+    compute: float
+    drop: float  # how far the recent level lies below the pre-break curve (positive)
+    drop_ci: tuple[float, float]
+    z: float  # the test statistic (segment mean / its standard error)
+    level: float  # the recent level (mean of the newest evaluations)
+    level_ci: tuple[float, float]
+    n_after: int
+    theta_before: tuple[float, float, float, float]  # pre-break fit (A, m, B, R0)
+
+
+def _curve(x: FloatArray, th: tuple[float, float, float, float]) -> FloatArray:
+    a, m, b, r0 = th
+    return r0 + (a - r0) * frac(x, m, b)
+
+
+def _ar1_cov(m: int, sd: float, tau: float) -> FloatArray:
+    """Covariance of ``m`` consecutive evaluations: AR(1) with sd ``sd`` and time ``tau``."""
+    rho = (max(tau, 1.0) - 1.0) / (max(tau, 1.0) + 1.0)
+    idx = np.arange(m)
+    return sd * sd * rho ** np.abs(idx[:, None] - idx[None, :])
+
+
+def _shapes(m: int) -> list[FloatArray]:
+    """Weights of the two departures we test: a step (uniform) and a ramp (a slide that
+    grows with time, e.g. a slowly collapsing entropy), each normalised to sum to one."""
+    step = np.full(m, 1.0 / m)
+    ramp = np.arange(1, m + 1, dtype=float)
+    return [step, ramp / ramp.sum()]
+
+
+def _posterior_curves(
+    x_pre: FloatArray, y_pre: FloatArray, x_post: FloatArray, r0: float | None,
+    value_range: tuple[float, float], th: tuple[float, float, float, float], fit_r0: bool,
+) -> FloatArray:
+    """Posterior draws of the pre-break curve at the post-break points, (draws, points)."""
+    unc = analyse(x_pre, y_pre, th, fit_r0, value_range)
+    s2 = unc.sigma ** 2 * unc.tau * (unc.q / 1.96) ** 2
+    m_axis, b_axis = P.posterior_axes(float(x_pre[0]))
+    post = P.sample(G.bin_data(x_pre, y_pre), r0, value_range, s2, m_axis, b_axis, n=1000)
+    a, m, b, rr = (post.draws[:, i:i + 1] for i in range(4))
+    return rr + (a - rr) * frac(x_post[None, :], m, b)
+
+
+def _confirm(w: FloatArray, y_post: FloatArray, curves: FloatArray, noise: FloatArray) -> float:
+    """z of the weighted departure, the curve's posterior spread and the noise together."""
+    dep = (y_post[None, :] - curves) @ w
+    var = float(dep.var()) + float(w @ noise @ w)
+    return float(dep.mean()) / float(np.sqrt(max(var, 1e-18)))
+
+
+def _screen_scale(y: FloatArray) -> float:
+    """A noise scale that a break does not inflate: from successive differences (robust)."""
+    d = np.diff(y)
+    return float(np.median(np.abs(d - np.median(d)))) / 0.6745 / np.sqrt(2.0)
+
+
+def detect_break(
+    x: FloatArray,
+    y: FloatArray,
+    theta: tuple[float, float, float, float],
+    r0: float | None,
+    value_range: tuple[float, float],
+    eval_sd: float,
+    tau: float,
+    refit: object,
+) -> Break | None:
+    """The most significant lasting fall of the newest points below the earlier curve.
+
+    ``refit(x, y, start)`` returns a point fit ``(A, m, B, R0)`` of a prefix (the caller's
+    warm-startable fitter, so this module does not depend on ``fit.py``).  ``eval_sd`` and
+    ``tau`` (the full fit's noise model) are unused by the test itself, whose noise comes
+    from the points before each candidate break; they are kept for callers' symmetry.
+    """
+    n = int(x.size)
+    if n < MIN_POINTS:
+        return None
+    fit_r0 = r0 is None
+    resid = y - _curve(x, theta)
+    cands = [m for m in CANDIDATES if m <= n - MIN_BEFORE and m <= 0.6 * n]
+    if not cands:
+        return None
+    # Screen: the full fit bends towards a break but cannot follow a fall, so a real break
+    # leaves the newest residuals clearly negative even there.  The scale comes from
+    # successive differences, which a break does not inflate (the full fit's residual noise
+    # it does), and which understate persistent noise: the screen errs towards testing.
+    scale = max(_screen_scale(y), 1e-4)
+    screen = min(float(w @ resid[-m:]) / (scale * float(np.sqrt(w @ w)))
+                 for m in cands for w in _shapes(m))
+    if screen > -Z_SCREEN:
+        return None
+    best: tuple[float, int, tuple[float, float, float, float], float, float] | None = None
+    for m in cands:
+        k = n - m
+        th = refit(x[:k], y[:k], theta)  # type: ignore[operator]
+        if th[0] - th[3] < MIN_DROP:
+            continue  # no rise before it: a run that never climbed cannot break off its climb
+        unc = analyse(x[:k], y[:k], th, fit_r0, value_range)
+        r = y[k:] - _curve(x[k:], th)
+        a, mm, b, rr = th
+        jac = jacobian_x(x[:k], a, mm, b, rr, fit_r0)
+        cov = unc.sigma ** 2 * unc.tau * np.linalg.pinv(jac.T @ jac)
+        g = jacobian_x(x[k:], a, mm, b, rr, fit_r0)
+        noise = _ar1_cov(m, unc.eval_sd, unc.tau)
+        for w in _shapes(m):
+            gw = w @ g
+            var = float(w @ noise @ w) + float(gw @ cov @ gw)
+            z = float(w @ r) / float(np.sqrt(max(var, 1e-18)))
+            if best is None or z < best[0]:
+                best = (z, k, th, unc.eval_sd, unc.tau)
+    if best is None or best[0] > -Z_BREAK:
+        return None
+    z, k, th, sd, t = best
+    # Confirm with the honest uncertainty of the curve before the break: the local (Laplace)
+    # one above is too narrow when that curve is itself still unsettled (a banana), and a
+    # noise bump that made it overshoot would then pass for a fall.  The grid posterior of
+    # the pre-break points is ~5 ms, spent only on candidates that passed.
+    curves_post = _posterior_curves(x[:k], y[:k], x[k:], r0, value_range, th, fit_r0)
+    z = min(_confirm(w, y[k:], curves_post, _ar1_cov(n - k, sd, t)) for w in _shapes(n - k))
+    if z > -Z_BREAK:
+        return None
+    # Where the fall starts: the suffix with the most negative residual sum under the
+    # pre-break curve (searched from a little before the candidate).
+    r_all = y - _curve(x, th)
+    lo = max(MIN_BEFORE, k - 10)
+    suffix = np.cumsum(r_all[lo:][::-1])[::-1]
+    start = lo + int(np.argmin(suffix))
+    recent = min(RECENT, n - start)
+    level = float(y[-recent:].mean())
+    # The drop: where the curve was heading at the newest points (posterior mean) minus the
+    # recent level; its interval carries both the curve's uncertainty and the level's noise.
+    was = curves_post[:, -recent:].mean(axis=1)
+    drop = float(was.mean()) - level
+    level_sd = mean_noise_sd(sd, t, recent)
+    half = 1.96 * float(np.sqrt(float(was.var()) + level_sd**2))
+    if drop < MIN_DROP or float(r_all[-recent:].mean()) > -MIN_DROP / 2:
+        return None  # too small to matter, or the newest points are back on the curve
+    return Break(
+        index=start, compute=0.0, drop=drop, drop_ci=(drop - half, drop + half), z=z,
+        level=level, level_ci=(level - 1.96 * level_sd, level + 1.96 * level_sd),
+        n_after=n - start, theta_before=th,
+    )

@@ -1,0 +1,60 @@
+"""Runs that break mid-run: the engine says where, by how much, and what is left."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from server.fitting import FitOptions, fit_curve
+from server.fitting.synth import make_run
+
+C_MID, END = 2542.0, 8 * 2542.0
+
+
+def _broken(seed: int, drop: float = 0.10, over: int = 20) -> tuple[np.ndarray, np.ndarray, int]:
+    """A = 0.61 (Table 1 ScaleRL); from half its compute the values fall by `drop` over `over`
+    evaluations and stay there."""
+    rng = np.random.default_rng(seed)
+    c, y, _ = make_run(0.61, 1.92, C_MID, END, rng, n_evals=100, rho=0.5, c_lin=1e-9)
+    start = int(np.searchsorted(c, END / 2))
+    return c, y - drop * np.clip((np.arange(c.size) - start) / over, 0.0, 1.0), start
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_break_is_located_sized_and_never_silence(seed: int) -> None:
+    c, y, start = _broken(seed)
+    steps = np.arange(c.size) * 100
+    n = start + 30  # 30 evaluations after the fall began
+    res = fit_curve(c[:n], y[:n], FitOptions(target_compute=END), steps=steps[:n])
+    assert res.status != "insufficient_data", res.message
+    brk = res.to_dict()["break"]
+    assert brk is not None, res.message
+    assert abs(brk["step"] - steps[start]) <= 8 * 100  # where it starts, within 8 evaluations
+    assert 0.06 <= brk["drop"] <= 0.14 and brk["drop_ci"][0] > 0.02
+    assert "broke at step" in res.message
+    # What the user may expect at the end: bounded by the level it fell to, far below 0.61.
+    assert brk["ceiling_upper"] < 0.58
+    assert res.predicted_interval[1] <= brk["ceiling_upper"] + 0.05
+
+
+def test_a_run_that_stays_down_for_long_keeps_its_break() -> None:
+    c, y, start = _broken(3)
+    res = fit_curve(c, y, FitOptions(target_compute=END), steps=np.arange(c.size))
+    assert res.break_ is not None and res.status != "insufficient_data", res.message
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_stable_runs_have_no_break(seed: int) -> None:
+    rng = np.random.default_rng(100 + seed)
+    c, y, _ = make_run(0.61, 1.92, C_MID, END, rng, n_evals=100, rho=0.5, c_lin=1e-9)
+    for n in (30, 50, 75, 100):
+        res = fit_curve(c[:n], y[:n], FitOptions(target_compute=END))
+        assert res.break_ is None, (n, res.message)
+        assert res.to_dict()["break"] is None
+
+
+def test_a_run_that_never_rose_does_not_break() -> None:
+    c = np.linspace(0, 16000, 81)
+    y = 0.6 - 0.2 * c / c[-1] + np.random.default_rng(0).normal(0, 0.005, c.size)
+    res = fit_curve(c, y)
+    assert res.break_ is None and res.status == "insufficient_data"
