@@ -9,3 +9,33 @@ from __future__ import annotations
 SCOPES = ("read", "write", "admin")
 SCOPE_RANK = {name: i for i, name in enumerate(SCOPES)}  # read < write < admin
 AUTH_COOKIE = "scalewatch_token"  # the dashboard's login sets it; the API accepts it too
+
+# What a token below admin sees of a webhook: the URL's scheme and host only (a Slack incoming
+# webhook URL is itself the secret), and a generic error instead of the receiver's answer or
+# the socket error (which would make the delivery log a port scanner).
+GENERIC_DELIVERY_ERROR = "delivery failed"
+
+
+def webhook_host_only(url: str | None) -> str | None:
+    """ "https://hooks.slack.com/services/T0/B0/x" -> "https://hooks.slack.com/…"."""
+    if not url:
+        return url
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return "…"
+    host = rest.split("/", 1)[0].split("?", 1)[0].split("#", 1)[0].rsplit("@", 1)[-1]
+    return f"{scheme}://{host}/…"
+
+
+def redact_delivery(delivery: dict, scope: str) -> dict:
+    """A delivery (with its attempt log) as a token of `scope` may see it."""
+    if SCOPE_RANK.get(scope, -1) >= SCOPE_RANK["admin"]:
+        return delivery
+    out = {**delivery, "url": webhook_host_only(delivery.get("url"))}
+    if SCOPE_RANK.get(scope, -1) < SCOPE_RANK["write"]:
+        out["last_error"] = GENERIC_DELIVERY_ERROR if delivery.get("last_error") else None
+        out["attempt_log"] = [
+            {**a, "error": GENERIC_DELIVERY_ERROR if a.get("error") else None}
+            for a in delivery.get("attempt_log") or []
+        ]
+    return out

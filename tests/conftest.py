@@ -97,7 +97,12 @@ def live_app(database_url: str) -> Iterator[tuple]:
     from fastapi.testclient import TestClient
 
     app = make_app(
-        database_url, workers=True, refit_interval=0.05, alert_interval=0.2, webhook_backoff=0.2
+        database_url,
+        workers=True,
+        refit_interval=0.05,
+        alert_interval=0.2,
+        webhook_backoff=0.2,
+        webhook_allow_private=True,  # the tests' webhook receivers listen on loopback
     )
     with TestClient(app) as client:
         yield app, client

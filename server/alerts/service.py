@@ -145,6 +145,7 @@ def start_alert_workers(app: FastAPI) -> tuple[list[Any], Any]:
         max_attempts=int(settings.webhook_max_attempts),
         timeout=float(settings.webhook_timeout),
         poll_interval=min(2.0, max(backoff / 2, 0.05)),
+        allow_private=bool(settings.webhook_allow_private),
     ).start()
     service = AlertService(store, settings.base_url, sender)
     timer = StalledTimer(service, float(settings.alert_interval)).start()

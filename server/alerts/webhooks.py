@@ -14,17 +14,21 @@ the same delivery id.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
+import http.client
 import json
 import logging
 import random
+import socket
+import threading
 import time
-import urllib.error
-import urllib.request
+from concurrent.futures import ThreadPoolExecutor, wait
 from datetime import timedelta, timezone
 from typing import Any
 
+from server.alerts.targets import Target, UnsafeTarget, resolve
 from server.background import PollingWorker, worker_identity
 from server.db.models import utcnow
 from server.store.base import OutboxStore
@@ -84,26 +88,74 @@ def build_body(alert: dict[str, Any], event: str, base_url: str) -> str:
     return json.dumps(payload, sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
+class _PinnedHTTP(http.client.HTTPConnection):
+    """Connects to the address `targets.resolve` checked, not to a fresh lookup of the host."""
+
+    def __init__(self, target: Target, timeout: float) -> None:
+        super().__init__(target.host, target.port, timeout=timeout)
+        self.address = target.address
+
+    def connect(self) -> None:
+        self.sock = socket.create_connection((self.address, self.port), self.timeout)
+
+
+class _PinnedHTTPS(http.client.HTTPSConnection):
+    def __init__(self, target: Target, timeout: float) -> None:
+        super().__init__(target.host, target.port, timeout=timeout)
+        self.address = target.address
+
+    def connect(self) -> None:
+        sock = socket.create_connection((self.address, self.port), self.timeout)
+        # The certificate is checked against the URL's host name (SNI too), as usual.
+        self.sock = self._context.wrap_socket(sock, server_hostname=self.host)
+
+
 def post(
-    url: str, body: bytes, headers: dict[str, str], timeout: float
+    url: str,
+    body: bytes,
+    headers: dict[str, str],
+    timeout: float,
+    allow_private: bool = False,
 ) -> tuple[int | None, str | None]:
-    """POST once; (status code, error). Redirects are not followed (they are not success)."""
+    """POST once; (status code, error). Redirects are not followed (they are not success).
 
-    class _NoRedirect(urllib.request.HTTPRedirectHandler):
-        def redirect_request(self, *_args: Any, **_kwargs: Any) -> None:
-            return None
-
-    opener = urllib.request.build_opener(_NoRedirect)
-    req = urllib.request.Request(url, data=body, headers=headers, method="POST")
+    `timeout` is a total deadline for the attempt (connect, send, status, headers, body): a
+    socket timeout alone is per read, and a receiver dribbling a byte at a time would hold the
+    sender for ever. At the deadline a timer shuts the socket down, which ends any read.
+    """
+    started = time.monotonic()
     try:
-        with opener.open(req, timeout=timeout) as resp:
-            resp.read(65536)
-            return resp.status, None
-    except urllib.error.HTTPError as exc:
-        return exc.code, None
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", exc)
-        return None, f"{type(exc).__name__}: {reason}"[:500]
+        target = resolve(url, allow_private)
+    except UnsafeTarget as exc:
+        return None, f"refused: {exc}"[:500]
+    cls = _PinnedHTTPS if target.scheme == "https" else _PinnedHTTP
+    conn = cls(target, timeout=max(0.05, timeout - (time.monotonic() - started)))
+    expired = threading.Event()
+
+    def cut() -> None:
+        expired.set()
+        sock = conn.sock
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    timer = threading.Timer(max(0.0, timeout - (time.monotonic() - started)), cut)
+    timer.daemon = True
+    timer.start()
+    try:
+        conn.request("POST", target.path, body=body, headers=headers)
+        resp = conn.getresponse()
+        resp.read(65536)
+        if expired.is_set():
+            raise TimeoutError
+        return resp.status, None
+    except (OSError, http.client.HTTPException, ValueError) as exc:
+        if expired.is_set() or isinstance(exc, TimeoutError):
+            return None, f"timed out: no complete answer within {timeout:g} s"
+        return None, f"{type(exc).__name__}: {exc}"[:500]
+    finally:
+        timer.cancel()
+        conn.close()
 
 
 class WebhookSender(PollingWorker):
@@ -120,6 +172,8 @@ class WebhookSender(PollingWorker):
         max_age: float = 24 * 3600.0,
         timeout: float = 10.0,
         poll_interval: float = 2.0,
+        allow_private: bool = False,
+        parallel: int = 8,
     ) -> None:
         super().__init__(poll_interval)
         self.store = store
@@ -128,7 +182,12 @@ class WebhookSender(PollingWorker):
         self.max_attempts = max_attempts
         self.max_age = max_age
         self.timeout = timeout
-        # The lease outlives one request by a wide margin: never two senders on one delivery.
+        self.allow_private = allow_private
+        # Deliveries of one claim are sent at once, so one slow receiver does not hold the
+        # others; each attempt has a total deadline of `timeout`.
+        self.parallel = max(1, parallel)
+        # The lease outlives one request by a wide margin, and is renewed while a batch is in
+        # flight: never two senders on one delivery.
         self.lease_seconds = max(60.0, 3 * timeout)
         self.owner = worker_identity()
 
@@ -139,13 +198,22 @@ class WebhookSender(PollingWorker):
 
     def run_once(self) -> int:
         done = 0
-        while not self._stop.is_set():
-            claimed = self.store.claim_deliveries(self.owner, self.lease_seconds, limit=8)
-            if not claimed:
-                return done
-            for item in claimed:
-                self.send(item)
-                done += 1
+        with ThreadPoolExecutor(self.parallel, thread_name_prefix="scalewatch-hook") as pool:
+            while not self._stop.is_set():
+                claimed = self.store.claim_deliveries(
+                    self.owner, self.lease_seconds, limit=self.parallel
+                )
+                if not claimed:
+                    return done
+                pending = {pool.submit(self.send, item) for item in claimed}
+                ids = [int(item["id"]) for item in claimed]
+                while pending:
+                    finished, pending = wait(pending, timeout=self.lease_seconds / 3)
+                    for f in finished:
+                        f.result()
+                    if pending:
+                        self.store.renew_delivery_leases(ids, self.owner, self.lease_seconds)
+                done += len(claimed)
         return done
 
     def send(self, item: dict[str, Any]) -> str:
@@ -160,7 +228,7 @@ class WebhookSender(PollingWorker):
             headers[SIGNATURE_HEADER] = sign(item["secret"], body)
         started = utcnow()
         t0 = time.perf_counter()
-        status, error = post(item["url"], body, headers, self.timeout)
+        status, error = post(item["url"], body, headers, self.timeout, self.allow_private)
         ok = status is not None and 200 <= status < 300
         attempt = {
             "started_at": started,

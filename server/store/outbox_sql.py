@@ -155,6 +155,22 @@ class OutboxMixin(SqlBase):
                 )
         return claimed
 
+    def renew_delivery_leases(self, delivery_ids: list[int], owner: str, seconds: float) -> int:
+        """Extend this owner's leases (a sender still busy with them); returns how many."""
+        if not delivery_ids:
+            return 0
+        with self.session() as s:
+            res = s.execute(
+                update(AlertDelivery)
+                .where(
+                    AlertDelivery.id.in_(delivery_ids),
+                    AlertDelivery.lease_owner == owner,
+                    AlertDelivery.state == "pending",
+                )
+                .values(lease_until=utcnow() + timedelta(seconds=seconds))
+            )
+            return int(getattr(res, "rowcount", 0) or 0)
+
     def record_delivery_attempt(
         self,
         delivery_id: int,

@@ -96,6 +96,7 @@ def test_unreachable_receiver_records_errors_then_gives_up(database_url, tmp_pat
         webhook_backoff=0.05,
         webhook_max_attempts=3,
         webhook_timeout=2.0,
+        webhook_allow_private=True,  # the receiver is on loopback
     )
     with Receiver() as closed:
         url = closed.url  # the port is closed once the receiver is shut down
@@ -124,6 +125,7 @@ def test_delivery_survives_a_server_restart(database_url, tmp_path):
         "SCALEWATCH_WEBHOOK_BACKOFF": "3",
         "SCALEWATCH_REFIT_INTERVAL": "0.1",
         "SCALEWATCH_WORKERS": "1",
+        "SCALEWATCH_WEBHOOK_ALLOW_PRIVATE": "1",
     }
     server = LiveServer(database_url, home=tmp_path / "home", extra_env=env)
     with Receiver(fail_first=1) as hook:

@@ -65,7 +65,11 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveServe
     """A real server (uvicorn subprocess, SQLite, auth off) with five runs, fitted."""
     _require_chromium()
     tmp = tmp_path_factory.mktemp("dash")
-    server = LiveServer(migrated_sqlite(tmp), home=tmp / "home")
+    server = LiveServer(
+        migrated_sqlite(tmp),
+        home=tmp / "home",
+        extra_env={"SCALEWATCH_WEBHOOK_ALLOW_PRIVATE": "1"},  # the seed's hook is on loopback
+    )
     server.start()
     try:
         with server.client() as client:

@@ -16,6 +16,7 @@ FAST = {
     "SCALEWATCH_ALERT_INTERVAL": "1",
     "SCALEWATCH_WEBHOOK_BACKOFF": "0.3",
     "SCALEWATCH_DASHBOARD": "0",
+    "SCALEWATCH_WEBHOOK_ALLOW_PRIVATE": "1",  # the receiver is on loopback
 }
 
 

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query, Response
 
 from server import limits
 from server.alerts.kinds import AlertKind
 from server.alerts.rules import RuleError, normalize_params
-from server.api.deps import AUTH_RESPONSES, READ, WRITE, StoreDep
+from server.alerts.targets import UnsafeTarget, check_url
+from server.api.deps import AUTH_RESPONSES, READ, WRITE, SettingsDep, StoreDep
 from server.api.schemas import (
     ID_MAX,
     AlertList,
@@ -22,10 +23,13 @@ from server.api.schemas import (
     RulePatch,
     not_found,
 )
+from server.config import Settings
+from server.scopes import redact_delivery, webhook_host_only
 from server.store import NotFound, Store
 
 router = APIRouter(prefix="/api/v1", tags=["alerts"], responses=AUTH_RESPONSES)
 State = Literal["open", "acknowledged", "resolved", "active"]
+TokenInfo = dict[str, Any] | None  # the caller's token record (None: auth is off)
 RULE_404 = not_found("alert rule")
 ALERT_404 = not_found("alert")
 
@@ -40,6 +44,26 @@ def _query_nul(project: str | None) -> None:
             422,
             [{"loc": ["query", "project"], "msg": "must not contain NUL", "type": "value_error"}],
         )
+
+
+def _scope(info: dict[str, Any] | None) -> str:
+    return "admin" if info is None else str(info["scope"])  # None: auth is off
+
+
+def _rule_out(rule: dict[str, Any], scope: str) -> dict[str, Any]:
+    # A webhook URL is often a secret (Slack's is): below admin, only its host is shown.
+    if scope == "admin":
+        return rule
+    return {**rule, "webhook_url": webhook_host_only(rule.get("webhook_url"))}
+
+
+def _check_target(url: str | None, settings: Settings) -> None:
+    if url is None:
+        return
+    try:
+        check_url(url, settings.webhook_allow_private)
+    except UnsafeTarget as exc:
+        raise _invalid("webhook_url", str(exc)) from exc
 
 
 def _validated(store: Store, project: str, run_id: int | None, kind: str, params: dict) -> dict:
@@ -67,12 +91,18 @@ def _validated(store: Store, project: str, run_id: int | None, kind: str, params
     return clean
 
 
-@router.post("/alert-rules", response_model=RuleOut, status_code=201, dependencies=[WRITE])
-def create_rule(body: RuleCreate, store: StoreDep) -> dict:
-    """Create an alert rule for one run, or (run_id null) for every run of a project."""
+@router.post("/alert-rules", response_model=RuleOut, status_code=201)
+def create_rule(
+    body: RuleCreate, store: StoreDep, settings: SettingsDep, info: TokenInfo = WRITE
+) -> dict:
+    """Create an alert rule for one run, or (run_id null) for every run of a project.
+
+    The webhook URL must resolve to public addresses only (unless the server runs with
+    `SCALEWATCH_WEBHOOK_ALLOW_PRIVATE=1`); below admin scope only its host is returned."""
+    _check_target(body.webhook_url, settings)
     kind = body.kind.value
     params = _validated(store, body.project, body.run_id, kind, body.params)
-    return store.create_alert_rule(
+    rule = store.create_alert_rule(
         body.project,
         kind,
         params,
@@ -81,32 +111,39 @@ def create_rule(body: RuleCreate, store: StoreDep) -> dict:
         webhook_secret=body.webhook_secret,
         enabled=body.enabled,
     )
+    return _rule_out(rule, _scope(info))
 
 
-@router.get("/alert-rules", response_model=RuleList, dependencies=[READ])
+@router.get("/alert-rules", response_model=RuleList)
 def list_rules(
     store: StoreDep,
+    info: TokenInfo = READ,
     project: Annotated[str | None, Query(max_length=limits.MAX_NAME_LENGTH)] = None,
     run: Annotated[int | None, Query(ge=1, le=ID_MAX, description="rules covering run")] = None,
 ) -> dict:
     """Rules (webhook secrets are never returned: see `has_secret`)."""
     _query_nul(project)
-    rules = store.list_alert_rules(project=project, run_id=run)
+    rules = [
+        _rule_out(r, _scope(info)) for r in store.list_alert_rules(project=project, run_id=run)
+    ]
     return {"rules": rules, "total": len(rules)}
 
 
-@router.get(
-    "/alert-rules/{rule_id}", response_model=RuleOut, dependencies=[READ], responses=RULE_404
-)
-def get_rule(rule_id: PathId, store: StoreDep) -> dict:
-    return store.get_alert_rule(rule_id)
+@router.get("/alert-rules/{rule_id}", response_model=RuleOut, responses=RULE_404)
+def get_rule(rule_id: PathId, store: StoreDep, info: TokenInfo = READ) -> dict:
+    return _rule_out(store.get_alert_rule(rule_id), _scope(info))
 
 
-@router.patch(
-    "/alert-rules/{rule_id}", response_model=RuleOut, dependencies=[WRITE], responses=RULE_404
-)
-def patch_rule(rule_id: PathId, body: RulePatch, store: StoreDep) -> dict:
+@router.patch("/alert-rules/{rule_id}", response_model=RuleOut, responses=RULE_404)
+def patch_rule(
+    rule_id: PathId,
+    body: RulePatch,
+    store: StoreDep,
+    settings: SettingsDep,
+    info: TokenInfo = WRITE,
+) -> dict:
     """Change a rule. Changing kind, params, project or run resolves its active alerts."""
+    _check_target(body.webhook_url, settings)
     rule = store.get_alert_rule(rule_id)
     changes = body.model_dump(exclude_unset=True)
     for key in ("project", "kind", "enabled"):
@@ -122,7 +159,7 @@ def patch_rule(rule_id: PathId, body: RulePatch, store: StoreDep) -> dict:
     project = changes.get("project") or rule["project"]
     run_id = changes["run_id"] if "run_id" in changes else rule["run_id"]
     changes["params"] = _validated(store, project, run_id, kind, params)
-    return store.update_alert_rule(rule_id, changes)
+    return _rule_out(store.update_alert_rule(rule_id, changes), _scope(info))
 
 
 @router.delete("/alert-rules/{rule_id}", status_code=204, dependencies=[WRITE], responses=RULE_404)
@@ -167,9 +204,13 @@ def ack_alert(alert_id: PathId, store: StoreDep) -> dict:
 @router.get(
     "/alerts/{alert_id}/deliveries",
     response_model=DeliveryList,
-    dependencies=[READ],
     responses=ALERT_404,
 )
-def deliveries(alert_id: PathId, store: StoreDep) -> dict:
-    """Webhook deliveries of an alert (opened / resolved events) with every attempt."""
-    return {"alert_id": alert_id, "deliveries": store.alert_deliveries(alert_id)}
+def deliveries(alert_id: PathId, store: StoreDep, info: TokenInfo = READ) -> dict:
+    """Webhook deliveries of an alert (opened / resolved events) with every attempt.
+
+    Below admin the URL shows its host only; read scope sees a generic error per failed
+    attempt instead of the receiver's or the socket's message."""
+    scope = _scope(info)
+    found = [redact_delivery(d, scope) for d in store.alert_deliveries(alert_id)]
+    return {"alert_id": alert_id, "deliveries": found}

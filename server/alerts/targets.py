@@ -1,0 +1,98 @@
+"""Where a webhook may go (SSRF): public addresses only, unless the deployment allows private.
+
+A write token chooses a rule's webhook URL and the server makes the request, so without a check
+the server would POST to cloud metadata (169.254.169.254), to its own loopback services or into
+the private network, and the delivery log would tell a read token what answered. Targets are
+checked when a rule is saved (`check_url`) and again at each send (`resolve`), and the send
+connects to the very address that was checked (no second DNS lookup a rebinding attack could
+answer differently).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+
+class UnsafeTarget(ValueError):
+    """The URL is malformed, does not resolve, or resolves to an address not allowed."""
+
+
+@dataclass(frozen=True)
+class Target:
+    scheme: str
+    host: str
+    port: int
+    path: str  # path and query, as sent in the request line
+    address: str  # the checked IP the request connects to
+
+
+def _allowed(ip: ipaddress.IPv4Address | ipaddress.IPv6Address, allow_private: bool) -> bool:
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    # Never: link-local (cloud metadata lives there), multicast, unspecified, reserved.
+    if ip.is_link_local or ip.is_multicast or ip.is_unspecified or ip.is_reserved:
+        return False
+    if ip.is_global:
+        return True
+    # Loopback, RFC 1918, ULA, CGNAT...: only for self-hosted relays, when the operator says so.
+    return allow_private and (ip.is_private or ip.is_loopback or ip in _CGNAT)
+
+
+_CGNAT = ipaddress.ip_network("100.64.0.0/10")
+
+
+def parse(url: str) -> tuple[str, str, int, str]:
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https"):
+        raise UnsafeTarget("webhook_url must be an http:// or https:// URL")
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError as exc:
+        raise UnsafeTarget(f"webhook_url has an invalid port: {exc}") from exc
+    if not host:
+        raise UnsafeTarget("webhook_url has no host")
+    if parts.username or parts.password:
+        raise UnsafeTarget("webhook_url must not carry credentials")
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    return scheme, host, port or (443 if scheme == "https" else 80), path
+
+
+def resolve(url: str, allow_private: bool) -> Target:
+    """The URL's parts and the first address it resolves to, all of them checked."""
+    scheme, host, port, path = parse(url)
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as exc:
+        raise Unresolvable(f"webhook host {host!r} does not resolve") from exc
+    addresses = [str(info[4][0]) for info in infos]
+    if not addresses:
+        raise Unresolvable(f"webhook host {host!r} does not resolve")
+    for a in addresses:
+        if not _allowed(ipaddress.ip_address(a.split("%", 1)[0]), allow_private):
+            # Every address must pass: otherwise a host with one public and one private
+            # address would be accepted and might be connected to the private one.
+            raise UnsafeTarget(
+                f"webhook host {host!r} resolves to a loopback, private, link-local or reserved "
+                "address; allowed only with SCALEWATCH_WEBHOOK_ALLOW_PRIVATE=1"
+            )
+    return Target(scheme, host, port, path, addresses[0])
+
+
+class Unresolvable(UnsafeTarget):
+    """The host name does not resolve (now)."""
+
+
+def check_url(url: str, allow_private: bool) -> None:
+    """Raise `UnsafeTarget` (a 422 when saving a rule) for a URL the sender would refuse.
+
+    A host name that does not resolve at this moment is accepted: DNS may be down or the
+    name not yet published, and every send checks again (and refuses what is not allowed).
+    """
+    try:
+        resolve(url, allow_private)
+    except Unresolvable:
+        pass
