@@ -120,8 +120,105 @@ def cmd_db(args: argparse.Namespace) -> int:
     return 0
 
 
+def _display_url(url: str) -> str:
+    """The database URL without its password, for messages."""
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def _token_store(args: argparse.Namespace) -> Store:
+    """The store the token commands write to; never a silently created empty database.
+
+    A token written to the wrong database (another $SCALEWATCH_HOME, a typo in the URL) is
+    rejected by the running server with no hint why, so a database without scalewatch's
+    schema is refused unless --create says a new one is meant.
+    """
+    from server.db.engine import make_engine
+    from server.db.migrate import current_revision
+
+    settings = _settings(args)
+    url = settings.database_url
+    shown = _display_url(url)
+    create = bool(getattr(args, "create", False))
+    if settings.is_sqlite:
+        path = url.split("///", 1)[-1]
+        missing = not path or path == ":memory:" or not os.path.exists(path)
+    else:
+        missing = False
+    if not missing:
+        engine = make_engine(settings)
+        try:
+            missing = current_revision(engine) is None
+        finally:
+            engine.dispose()
+    if missing and not create:
+        print(
+            f"scalewatch: no scalewatch database at {shown}.\n"
+            "  Point at the server's database (--database-url, $SCALEWATCH_DATABASE_URL or the "
+            "server's $SCALEWATCH_HOME),\n"
+            "  ask the running server instead (--url URL --token ADMIN_TOKEN),\n"
+            "  or pass --create to start a new, empty database there.",
+            file=sys.stderr,
+        )
+        raise SystemExit(2)
+    print(f"scalewatch: database {shown}{' (created)' if missing else ''}", file=sys.stderr)
+    return _store(settings, upgrade=True)
+
+
+def _token_http(args: argparse.Namespace) -> int:
+    """The token commands against a running server's /api/v1/tokens (admin token)."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    base = args.url.rstrip("/") + "/api/v1/tokens"
+    if not args.token:
+        print("scalewatch: --url needs an admin token (--token or $SCALEWATCH_TOKEN)",
+              file=sys.stderr)
+        return 2
+    method, url, body = "GET", base, None
+    if args.token_command == "create":
+        method, body = "POST", json.dumps({"name": args.name, "scope": args.scope}).encode()
+    elif args.token_command == "revoke":
+        method, url = "DELETE", f"{base}/{args.id}"
+    req = urllib.request.Request(url, data=body, method=method, headers={
+        "Authorization": f"Bearer {args.token}", "Content-Type": "application/json",
+        "Accept": "application/json",
+    })
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:  # noqa: S310 - operator's URL
+            raw = resp.read()
+    except urllib.error.HTTPError as exc:
+        detail = exc.read().decode("utf-8", "replace")[:500]
+        print(f"scalewatch: {args.url} answered {exc.code}: {detail}", file=sys.stderr)
+        return 2
+    except (urllib.error.URLError, OSError) as exc:
+        print(f"scalewatch: cannot reach {args.url}: {exc}", file=sys.stderr)
+        return 2
+    print(f"scalewatch: server {args.url}", file=sys.stderr)
+    if args.token_command == "create":
+        created = json.loads(raw)
+        print(created["token"])
+        print(f"(token {created['id']} '{created['name']}', scope {created['scope']}: "
+              "shown only once)", file=sys.stderr)
+    elif args.token_command == "list":
+        _print_tokens(json.loads(raw)["tokens"])
+    else:
+        print(f"token {args.id} revoked")
+    return 0
+
+
+def _print_tokens(tokens: list[dict]) -> None:
+    for t in tokens:
+        state = "revoked" if t["revoked"] else "active"
+        print(f"{t['id']:>4}  {t['prefix']}…  {t['scope']:<6} {state:<8} {t['name']}")
+
+
 def cmd_token(args: argparse.Namespace) -> int:
-    store = _store(_settings(args), upgrade=True)
+    if getattr(args, "url", None):
+        return _token_http(args)
+    store = _token_store(args)
     if args.token_command == "create":
         info, token = store.create_token(args.name, args.scope)
         print(token)
@@ -130,15 +227,24 @@ def cmd_token(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     elif args.token_command == "list":
-        for t in store.list_tokens():
-            state = "revoked" if t["revoked"] else "active"
-            print(f"{t['id']:>4}  {t['prefix']}…  {t['scope']:<6} {state:<8} {t['name']}")
+        _print_tokens(store.list_tokens())
     elif args.token_command == "revoke":
         if not store.revoke_token(args.id):
             print(f"scalewatch: no token {args.id}", file=sys.stderr)
             return 2
         print(f"token {args.id} revoked")
     return 0
+
+
+def _token_target_options(p: argparse.ArgumentParser, create: bool = False) -> None:
+    add_database_option(p)
+    p.add_argument("--url", help="ask this running server instead of opening a database "
+                   "(needs an admin token)")
+    p.add_argument("--token", default=os.environ.get("SCALEWATCH_TOKEN"),
+                   help="admin token for --url (default: $SCALEWATCH_TOKEN)")
+    if create:
+        p.add_argument("--create", action="store_true",
+                       help="create the database if it does not exist yet")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -176,10 +282,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     q = tsub.add_parser("create", help="create a token and print it once")
     q.add_argument("--scope", choices=["read", "write", "admin"], default="write")
     q.add_argument("--name", required=True)
-    add_database_option(q)
+    _token_target_options(q, create=True)
     q = tsub.add_parser("list", help="list tokens (never their secrets)")
-    add_database_option(q)
+    _token_target_options(q)
     q = tsub.add_parser("revoke", help="revoke a token")
     q.add_argument("id", type=int)
-    add_database_option(q)
+    _token_target_options(q)
     p.set_defaults(func=cmd_token)
+
+    # `fit` parses its own arguments (trainer_client.cli hands it the whole argument list);
+    # this entry is here so that `scalewatch --help` lists it with the others.
+    sub.add_parser("fit", help="fit the sigmoid to a CSV of compute,value (scalewatch fit -h)",
+                   add_help=False)

@@ -16,6 +16,14 @@ INSTALL_HINT = (
 )
 
 
+SERVER_HELP = {
+    "serve": "run the API and dashboard",
+    "db": "database schema",
+    "token": "API tokens",
+    "fit": "fit the sigmoid to a CSV of compute,value",
+    "simulate": "simulated ScaleRL trainers posting to a server",
+}
+
 SERVER_MODULES = ("fastapi", "sqlalchemy", "alembic", "uvicorn", "numpy", "scipy")
 
 
@@ -77,7 +85,9 @@ def main(argv: list[str] | None = None) -> int:
         print(INSTALL_HINT.format(cmd=argv[0], missing=_missing_server_module()), file=sys.stderr)
         return 2
     if not has_server:
-        sub.add_parser("fit", help="fit a CSV (needs the server extra)")
+        # Listed anyway, so `--help` shows every command and says what it needs.
+        for cmd in SERVER_COMMANDS:
+            sub.add_parser(cmd, help=f"{SERVER_HELP[cmd]} (needs the server extra)")
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

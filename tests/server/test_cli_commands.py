@@ -1,0 +1,116 @@
+"""The `scalewatch` command line: every command in --help, token commands that say where they
+wrote and never create an empty database by accident, tokens from a running server."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from server.cli import register
+from tests.server.test_schema_and_cli import run_cli
+from tests.support.live_server import LiveServer
+
+
+def _registered_commands() -> set[str]:
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers()
+    register(sub)
+    return set(sub.choices) | {"sync", "pipelinerl-sidecar"}
+
+
+def test_help_lists_every_command() -> None:
+    out = run_cli("--help")
+    assert out.returncode == 0, out.stderr
+    listed = set(re.findall(r"^ {4}(\S+)", out.stdout, flags=re.M))
+    commands = _registered_commands()
+    assert {"serve", "simulate", "db", "token", "fit", "sync", "pipelinerl-sidecar"} <= commands
+    assert commands <= listed, out.stdout
+
+
+def test_help_without_the_server_extra_still_lists_every_command() -> None:
+    code = (
+        "import sys; sys.modules['fastapi'] = None;"
+        "from trainer_client.cli import main; sys.exit(main(['--help']))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    for cmd in _registered_commands():
+        assert re.search(rf"^ {{4}}{re.escape(cmd)}\b", out.stdout, flags=re.M), (cmd, out.stdout)
+    assert "needs the server extra" in out.stdout
+
+
+def test_token_create_refuses_a_missing_database(tmp_path: Path) -> None:
+    home = tmp_path / "wrong-home"
+    env = {"SCALEWATCH_HOME": str(home), "SCALEWATCH_DATABASE_URL": ""}
+    out = run_cli("token", "create", "--name", "x", env=env)
+    assert out.returncode == 2
+    assert out.stdout == ""  # no token printed
+    assert str(home / "scalewatch.db") in out.stderr and "--create" in out.stderr
+    assert "--url" in out.stderr
+    assert not (home / "scalewatch.db").exists()
+    out = run_cli("token", "list", env=env)
+    assert out.returncode == 2 and not (home / "scalewatch.db").exists()
+
+
+def test_token_create_with_create_makes_the_database_and_says_where(tmp_path: Path) -> None:
+    home = tmp_path / "new-home"
+    env = {"SCALEWATCH_HOME": str(home), "SCALEWATCH_DATABASE_URL": ""}
+    out = run_cli("token", "create", "--name", "x", "--create", env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().startswith("sw_")
+    assert f"database sqlite:///{home / 'scalewatch.db'} (created)" in out.stderr
+    # The next call finds it and says which one it used.
+    out = run_cli("token", "list", env=env)
+    assert out.returncode == 0, out.stderr
+    assert f"database sqlite:///{home / 'scalewatch.db'}" in out.stderr
+    assert "(created)" not in out.stderr and " x" in out.stdout
+
+
+def test_token_command_refuses_a_database_without_schema(empty_database_url: str) -> None:
+    out = run_cli("token", "create", "--name", "x", "--database-url", empty_database_url)
+    assert out.returncode == 2 and "no scalewatch database" in out.stderr
+    assert out.stdout == ""
+
+
+def test_token_messages_never_show_a_password() -> None:
+    out = run_cli(
+        "token", "list", "--database-url",
+        "postgresql+psycopg://u:hunter2@127.0.0.1:1/nope",  # unreachable: fails, but says where
+    )
+    assert "hunter2" not in out.stdout + out.stderr
+
+
+@pytest.mark.slow
+def test_token_commands_against_a_running_server(sqlite_url: str, tmp_path: Path) -> None:
+    server = LiveServer(sqlite_url, auth=True, home=tmp_path / "home")
+    server.start()
+    try:
+        # A home with no database at all: --url never opens one.
+        env = {"SCALEWATCH_HOME": str(tmp_path / "elsewhere"), "SCALEWATCH_DATABASE_URL": ""}
+        url_args = ("--url", server.url, "--token", str(server.admin_token))
+        out = run_cli("token", "create", "--name", "trainer-9", "--scope", "write", *url_args,
+                      env=env)
+        assert out.returncode == 0, out.stderr
+        token = out.stdout.strip()
+        assert token.startswith("sw_") and f"server {server.url}" in out.stderr
+        ok = httpx.get(f"{server.url}/api/v1/runs", headers={"Authorization": f"Bearer {token}"})
+        assert ok.status_code == 200
+        listed = run_cli("token", "list", *url_args, env=env)
+        assert listed.returncode == 0 and "trainer-9" in listed.stdout
+        tid = next(
+            line.split()[0] for line in listed.stdout.splitlines() if "trainer-9" in line
+        )
+        out = run_cli("token", "revoke", tid, *url_args, env=env)
+        assert out.returncode == 0, out.stderr
+        bad = run_cli("token", "list", "--url", server.url, "--token", "sw_wrong", env=env)
+        assert bad.returncode == 2 and "401" in bad.stderr
+        assert not (tmp_path / "elsewhere").exists()
+    finally:
+        server.stop()
