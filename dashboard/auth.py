@@ -1,9 +1,12 @@
 """Dashboard auth: a gate in front of the mounted Dash app and a small /login page.
 
-When `settings.auth` is on, every `/dashboard/*` request needs a token with read scope, from
-the `scalewatch_token` cookie or an `Authorization: Bearer` header (the same tokens as the
-REST API). A browser without one is redirected to `/login`, which checks the token and sets
-the cookie (HttpOnly, SameSite=Lax).
+When `settings.auth` is on, every `/dashboard/*` request needs read scope: an
+`Authorization: Bearer` token (the REST API's tokens), or the `scalewatch_session` cookie. A
+browser without one is redirected to `/login`, which checks the token and opens a server-side
+session: the cookie (HttpOnly, SameSite=Lax, Secure over https) holds a random session id, never
+the token, and `/logout` ends the session in the database. Revoking the token ends its sessions.
+State-changing requests (Dash callbacks, login, logout) from another origin are refused: the
+cookie is sent along from any page of the same site, other ports included.
 """
 
 from __future__ import annotations
@@ -14,26 +17,44 @@ from urllib.parse import parse_qs, quote
 
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from server.scopes import AUTH_COOKIE, SCOPE_RANK
 
-COOKIE_MAX_AGE = 30 * 24 * 3600
-
-
-def token_from(headers: dict[str, str], cookies: dict[str, str]) -> str | None:
-    header = headers.get("authorization")
-    if header:
-        kind, _, value = header.partition(" ")
-        return value.strip() if kind.lower() == "bearer" and value.strip() else None
-    return cookies.get(AUTH_COOKIE)
+SESSION_SECONDS = 7 * 24 * 3600  # a sign-in lasts a week (the cookie and the session row)
 
 
 def token_info(state: Any, token: str | None) -> dict[str, Any] | None:
-    """The token's record (with its scope) or None; cached like the API's lookups."""
+    """An API token's record (with its scope) or None; cached like the API's lookups."""
     if not token:
         return None
     return state.token_cache.get(state.store, token)
+
+
+def request_info(
+    state: Any, headers: dict[str, str], cookies: dict[str, str]
+) -> dict[str, Any] | None:
+    """Who is asking: the bearer token's record, else the session cookie's, else None."""
+    header = headers.get("authorization")
+    if header:
+        kind, _, value = header.partition(" ")
+        return token_info(state, value.strip()) if kind.lower() == "bearer" else None
+    sid = cookies.get(AUTH_COOKIE)
+    if not sid:
+        return None
+    return state.token_cache.get_session(state.store, sid)
+
+
+def cross_origin(headers: dict[str, str]) -> bool:
+    """A browser request sent by a page of another origin (scheme, host and port)."""
+    if headers.get("sec-fetch-site") in ("cross-site", "same-site"):
+        return True
+    origin = headers.get("origin")
+    if origin is None or origin == "null":
+        return origin == "null"
+    host = headers.get("host", "")
+    return origin.split("://", 1)[-1].rstrip("/") != host
 
 
 def has_scope(info: dict[str, Any] | None, scope: str) -> bool:
@@ -59,7 +80,14 @@ class DashboardGate:
             await self.inner(scope, receive, send)
             return
         request = Request(scope)
-        info = token_info(self.state, token_from(dict(request.headers), dict(request.cookies)))
+        headers = dict(request.headers)
+        if request.method not in ("GET", "HEAD") and cross_origin(headers):
+            response_: Response = JSONResponse(
+                {"detail": "cross-origin request refused"}, status_code=403
+            )
+            await response_(scope, receive, send)
+            return
+        info = request_info(self.state, headers, dict(request.cookies))
         if has_scope(info, "read"):
             await self.inner(scope, receive, send)
             return
@@ -112,17 +140,24 @@ def add_login_routes(app: FastAPI) -> None:
 
     @app.post("/login", include_in_schema=False)
     async def login_submit(request: Request) -> Response:
+        if cross_origin(dict(request.headers)):  # login CSRF: signing a victim in as us
+            return JSONResponse({"detail": "cross-origin request refused"}, status_code=403)
         form = parse_qs((await request.body()).decode("utf-8", "replace"))
         token = (form.get("token") or [""])[0].strip()
         target = safe_next((form.get("next") or ["/dashboard/"])[0])
         info = token_info(request.app.state, token)
-        if not has_scope(info, "read"):
+        opened = (
+            await run_in_threadpool(request.app.state.store.create_session, token, SESSION_SECONDS)
+            if has_scope(info, "read")
+            else None
+        )
+        if opened is None:
             return login_page(target, "Unknown or revoked token.", status=401)
         response = RedirectResponse(target, status_code=303)
         response.set_cookie(
             AUTH_COOKIE,
-            token,
-            max_age=COOKIE_MAX_AGE,
+            opened[0],
+            max_age=SESSION_SECONDS,
             httponly=True,
             samesite="lax",
             secure=request.url.scheme == "https",
@@ -130,8 +165,14 @@ def add_login_routes(app: FastAPI) -> None:
         )
         return response
 
-    @app.get("/logout", include_in_schema=False)
-    def logout() -> Response:
+    @app.api_route("/logout", methods=["GET", "POST"], include_in_schema=False)
+    def logout(request: Request) -> Response:
+        sid = request.cookies.get(AUTH_COOKIE)
+        if sid:
+            # Ended in the database, not just forgotten by this browser: a copied cookie
+            # stops working too.
+            request.app.state.store.end_session(sid)
+            request.app.state.token_cache.clear()
         response = RedirectResponse("/login", status_code=303)
         response.delete_cookie(AUTH_COOKIE, path="/")
         return response

@@ -12,7 +12,7 @@ from typing import Any
 import flask
 from dash import dash_table, html
 
-from dashboard.auth import has_scope, token_from, token_info
+from dashboard.auth import has_scope, request_info
 from server.store.base import Store
 
 GRAPH_CONFIG: dict[str, Any] = {
@@ -41,9 +41,7 @@ class DashContext:
         if not self.auth:
             return True
         req = flask.request
-        return has_scope(
-            token_info(self.state, token_from(dict(req.headers), dict(req.cookies))), scope
-        )
+        return has_scope(request_info(self.state, dict(req.headers), dict(req.cookies)), scope)
 
 
 TABLE_STYLE: dict[str, Any] = {

@@ -17,6 +17,45 @@ from typing import TypeVar
 log = logging.getLogger("scalewatch")
 
 
+def is_database_outage(exc: BaseException) -> bool:
+    """The database is unreachable (as opposed to a bug): refused, dropped, timed out."""
+    from sqlalchemy.exc import DBAPIError, DisconnectionError, OperationalError
+    from sqlalchemy.exc import TimeoutError as PoolTimeout
+
+    if isinstance(exc, (OperationalError, DisconnectionError, PoolTimeout)):
+        return True
+    return isinstance(exc, DBAPIError) and bool(exc.connection_invalidated)
+
+
+class OutageLog:
+    """Logs a database outage once when it starts and once when it ends, however many
+    workers and requests run into it meanwhile (they poll every fraction of a second)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.down = False
+
+    def failed(self, exc: BaseException) -> None:
+        with self._lock:
+            if self.down:
+                return
+            self.down = True
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        log.warning("database unavailable: %s (logged again when it is back)", first[:300])
+
+    def ok(self) -> None:
+        if not self.down:  # the common case, without taking the lock
+            return
+        with self._lock:
+            if not self.down:
+                return
+            self.down = False
+        log.warning("database available again")
+
+
+outage = OutageLog()  # one per process: every worker and request reports to it
+
+
 def worker_identity() -> str:
     """host:pid:random — names the lease holder in the database, unique across processes."""
     return f"{socket.gethostname()[:30]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -61,8 +100,12 @@ class PollingWorker:
         while not self._stop.is_set():
             try:
                 worked = self.run_once()
-            except Exception:  # noqa: BLE001 - the loop must survive anything
-                log.exception("%s: pass failed", self.thread_name)
+                outage.ok()
+            except Exception as exc:  # noqa: BLE001 - the loop must survive anything
+                if is_database_outage(exc):
+                    outage.failed(exc)  # one line per outage, not a traceback per pass
+                else:
+                    log.exception("%s: pass failed", self.thread_name)
                 worked = 0
             if not worked:
                 self._wake.wait(self.poll_interval)

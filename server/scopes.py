@@ -8,7 +8,9 @@ from __future__ import annotations
 
 SCOPES = ("read", "write", "admin")
 SCOPE_RANK = {name: i for i, name in enumerate(SCOPES)}  # read < write < admin
-AUTH_COOKIE = "scalewatch_token"  # the dashboard's login sets it; the API accepts it too
+# The dashboard's sign-in cookie: a session id (see `DashboardSession`), never an API token.
+# The REST API does not accept it (bearer tokens only).
+AUTH_COOKIE = "scalewatch_session"
 
 # What a token below admin sees of a webhook: the URL's scheme and host only (a Slack incoming
 # webhook URL is itself the secret), and a generic error instead of the receiver's answer or

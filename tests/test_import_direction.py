@@ -56,6 +56,7 @@ ALLOWED: dict[str, set[str]] = {
         "server.fitting",
         "server.alerts",
         "server.workers",
+        "server.background",
     },
     "server.cli": {"server.config", "server.db", "server.store", "server.demo", "server.api"},
     "dashboard": {"server.store", "server.services", "server.fitting", "server.scopes"},

@@ -10,6 +10,7 @@ answer differently).
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import socket
 from dataclasses import dataclass
@@ -92,7 +93,5 @@ def check_url(url: str, allow_private: bool) -> None:
     A host name that does not resolve at this moment is accepted: DNS may be down or the
     name not yet published, and every send checks again (and refuses what is not allowed).
     """
-    try:
+    with contextlib.suppress(Unresolvable):
         resolve(url, allow_private)
-    except Unresolvable:
-        pass

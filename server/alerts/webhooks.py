@@ -22,6 +22,7 @@ import json
 import logging
 import random
 import socket
+import ssl
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -101,13 +102,14 @@ class _PinnedHTTP(http.client.HTTPConnection):
 
 class _PinnedHTTPS(http.client.HTTPSConnection):
     def __init__(self, target: Target, timeout: float) -> None:
-        super().__init__(target.host, target.port, timeout=timeout)
+        self.tls = ssl.create_default_context()
+        super().__init__(target.host, target.port, timeout=timeout, context=self.tls)
         self.address = target.address
 
     def connect(self) -> None:
         sock = socket.create_connection((self.address, self.port), self.timeout)
         # The certificate is checked against the URL's host name (SNI too), as usual.
-        self.sock = self._context.wrap_socket(sock, server_hostname=self.host)
+        self.sock = self.tls.wrap_socket(sock, server_hostname=self.host)
 
 
 def post(

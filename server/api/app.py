@@ -11,7 +11,7 @@ from fastapi.responses import RedirectResponse
 from server.api.deps import TokenCache
 from server.api.errors import install_error_handlers
 from server.api.fitpool import FitPool
-from server.api.guards import RejectNulMiddleware, RequestGuard
+from server.api.guards import RejectNulMiddleware, RequestGuard, SecurityHeaders
 from server.api.routes import alerts, fits, health, points, runs, tokens
 from server.api.telemetry import Metrics, MetricsMiddleware
 from server.config import Settings
@@ -76,6 +76,7 @@ def create_app(settings: Settings, store: SqlStore | None = None) -> FastAPI:
     app.state.refit_notify = None
     app.add_middleware(RequestGuard, state=app.state)
     app.add_middleware(RejectNulMiddleware)
+    app.add_middleware(SecurityHeaders)
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
 
     install_error_handlers(app)

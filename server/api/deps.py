@@ -43,17 +43,25 @@ class TokenCache:
             self._items.clear()
 
     def get(self, store: TokenStore, token: str) -> dict | None:
+        """The record of an API token (None: unknown or revoked)."""
+        return self._get("t:" + token, lambda: store.lookup_token(token))
+
+    def get_session(self, store: TokenStore, session_id: str) -> dict | None:
+        """The token record behind a dashboard session (None: ended, expired or revoked)."""
+        return self._get("s:" + session_id, lambda: store.lookup_session(session_id))
+
+    def _get(self, key: str, lookup: Callable[[], dict | None]) -> dict | None:
         now = self.clock()
         with self._lock:
-            hit = self._items.get(token)
+            hit = self._items.get(key)
             if hit and hit[0] > now:
                 return hit[1]
-        info = store.lookup_token(token)
+        info = lookup()
         with self._lock:
             if len(self._items) > 10_000:
                 self._items.clear()
             if self.ttl > 0:
-                self._items[token] = (now + self.ttl, info)
+                self._items[key] = (now + self.ttl, info)
         return info
 
 

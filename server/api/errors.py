@@ -13,6 +13,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DataError, OperationalError
 
+from server.background import outage
 from server.store import NotFound
 
 log = logging.getLogger("scalewatch")
@@ -45,7 +46,7 @@ async def bad_value(_request: Request, exc: Exception) -> JSONResponse:
 
 
 async def database_unavailable(_request: Request, exc: Exception) -> JSONResponse:
-    log.warning("database unavailable: %s", exc)
+    outage.failed(exc)  # logged once per outage, not once per request
     return JSONResponse({"detail": "database unavailable, retry later"}, status_code=503)
 
 

@@ -163,3 +163,20 @@ class ApiToken(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     revoked: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class DashboardSession(Base):
+    """A dashboard sign-in: the browser's cookie holds a random session id whose SHA-256 is
+    stored here, never the API token. Ended by logout, by expiry, and by revoking the token
+    it was opened with (lookups join the token and check it)."""
+
+    __tablename__ = "dashboard_sessions"
+    __table_args__ = (
+        UniqueConstraint("session_hash", name="uq_dashboard_sessions_hash"),
+        Index("ix_dashboard_sessions_token", "token_id"),
+    )
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    session_hash: Mapped[str] = mapped_column(String(64))
+    token_id: Mapped[int] = mapped_column(ForeignKey("api_tokens.id", ondelete="CASCADE"))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from datetime import timedelta, timezone
 
-from sqlalchemy import func, select, update
+from sqlalchemy import delete, func, select, update
 
-from server.db.models import ApiToken, utcnow
+from server.db.models import ApiToken, DashboardSession, utcnow
 from server.scopes import SCOPES
 from server.store.common import SqlBase, iso
 
 TOKEN_PREFIX = "sw_"
+SESSION_PREFIX = "sws_"
 
 
 def hash_token(token: str) -> str:
@@ -57,6 +59,54 @@ class TokensMixin(SqlBase):
             return (
                 s.scalar(select(func.count()).select_from(ApiToken).where(~ApiToken.revoked)) or 0
             )
+
+    # ---- dashboard sessions ------------------------------------------------------------------
+    def create_session(self, token: str, seconds: float) -> tuple[str, dict] | None:
+        """Open a session for a valid token: (session id, token record); None if the token is
+        unknown or revoked. The id is shown once (the cookie); only its digest is stored."""
+        sid = SESSION_PREFIX + secrets.token_urlsafe(32)
+        now = utcnow()
+        with self.session() as s:
+            row = s.scalar(select(ApiToken).where(ApiToken.token_hash == hash_token(token)))
+            if row is None or row.revoked:
+                return None
+            # Expired sessions are swept here, where sessions are made, not on a timer.
+            s.execute(delete(DashboardSession).where(DashboardSession.expires_at < now))
+            s.add(
+                DashboardSession(
+                    session_hash=hash_token(sid),
+                    token_id=row.id,
+                    created_at=now,
+                    expires_at=now + timedelta(seconds=seconds),
+                )
+            )
+            return sid, self._token_dict(row)
+
+    def lookup_session(self, session_id: str) -> dict | None:
+        """The token record behind a live session (not expired, token not revoked), or None."""
+        with self.session() as s:
+            found = s.execute(
+                select(ApiToken, DashboardSession.expires_at)
+                .join(DashboardSession, DashboardSession.token_id == ApiToken.id)
+                .where(DashboardSession.session_hash == hash_token(session_id))
+            ).first()
+            if found is None:
+                return None
+            token, expires = found
+            if expires.tzinfo is None:  # SQLite hands back naive UTC datetimes
+                expires = expires.replace(tzinfo=timezone.utc)
+            if token.revoked or expires <= utcnow():
+                return None
+            return self._token_dict(token)
+
+    def end_session(self, session_id: str) -> bool:
+        with self.session() as s:
+            res = s.execute(
+                delete(DashboardSession).where(
+                    DashboardSession.session_hash == hash_token(session_id)
+                )
+            )
+            return bool(getattr(res, "rowcount", 0))
 
     @staticmethod
     def _token_dict(t: ApiToken) -> dict:

@@ -198,8 +198,9 @@ def test_auth_login_and_write_scope_for_ack(tmp_path, browser) -> None:  # noqa:
         page.fill("#token", read_token)
         page.click("#login-submit")
         page.wait_for_url(re.compile(r"/dashboard/alerts$"))
-        cookie = next(c for c in context.cookies() if c["name"] == "scalewatch_token")
+        cookie = next(c for c in context.cookies() if c["name"] == "scalewatch_session")
         assert cookie["httpOnly"] and cookie["sameSite"] == "Lax"
+        assert read_token not in cookie["value"]  # a session id, not the token
         row = page.locator("#alerts-table tr", has_text="fast-lowceiling").first
         row.wait_for()
         row.locator("input[type=radio]").check()

@@ -6,6 +6,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 
 from server.api.schemas import Health, Readiness
+from server.background import outage
 
 router = APIRouter(tags=["health"])
 
@@ -30,7 +31,10 @@ def readyz(request: Request) -> JSONResponse:
         store.ping()
         current = schema_is_current(store.engine)
     except Exception as exc:  # noqa: BLE001 - any database failure means "not ready"
-        return JSONResponse({"status": "unavailable", "detail": str(exc)[:300]}, 503)
+        # Unauthenticated: the error (host, port, user, driver text) goes to the log only.
+        outage.failed(exc)
+        return JSONResponse({"status": "unavailable", "detail": "database unreachable"}, 503)
+    outage.ok()
     if not current:
         return JSONResponse(
             {
