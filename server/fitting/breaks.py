@@ -163,7 +163,9 @@ def detect_break(
     if z > -Z_BREAK:
         return None
     # Where the fall starts: the suffix with the most negative residual sum under the
-    # pre-break curve (searched from a little before the candidate).
+    # pre-break curve (searched from a little before the candidate).  Noise that happened to
+    # dip just before the fall is indistinguishable from its start: expect the located start
+    # to be early by a few evaluations (the autocorrelation time) at times.
     r_all = y - _curve(x, th)
     lo = max(MIN_BEFORE, k - 10)
     suffix = np.cumsum(r_all[lo:][::-1])[::-1]
