@@ -80,14 +80,28 @@ def column(name: str, id_: str, kind: str = "text", **extra: Any) -> dict[str, A
     return col
 
 
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: Any) -> Any:
+    """A cell a spreadsheet will not run: text starting like a formula (`=cmd|...`,
+    `@SUM(...)`, `+`, `-`, tab, CR) gets a leading apostrophe (OWASP's advice). Numbers stay
+    numbers, so negative values are untouched."""
+    if value is None:
+        return ""
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        return "'" + value
+    return value
+
+
 def to_csv(header: Sequence[str], rows: Iterable[Sequence[Any]], comment: str = "") -> str:
     buf = io.StringIO()
     if comment:
-        buf.write(f"# {comment}\n")
+        buf.write(f"# {csv_cell(comment)}\n")
     w = csv.writer(buf)
-    w.writerow(header)
+    w.writerow([csv_cell(h) for h in header])
     for r in rows:
-        w.writerow(["" if v is None else v for v in r])
+        w.writerow([csv_cell(v) for v in r])
     return buf.getvalue()
 
 

@@ -5,9 +5,11 @@ Every read goes through the Store, the same one the REST API uses.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from dashboard.figures import a_text, fmt, forecast_text, run_color, unit_label
+from server import limits
 from server.services.compare import compare_inputs, load_compare_inputs
 from server.services.fits import latest_or_pending
 from server.store.base import NotFound, PointsPage, RunQuery, Store
@@ -20,6 +22,15 @@ def _round(v: float | None, digits: int = 4) -> float | None:
     if v is None:
         return None
     return float(f"{v:.{digits}g}")
+
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!<>|~])")
+
+
+def md_text(value: Any) -> str:
+    """User text (a run name) placed inside table markdown: every markdown character escaped,
+    so a name cannot become an image, a link or markup."""
+    return _MD_SPECIAL.sub(r"\\\1", str(value))
 
 
 def projects(store: Store) -> list[str]:
@@ -49,7 +60,7 @@ def run_row(run: dict[str, Any], alerts: int | None) -> dict[str, Any]:
     metric = run.get("fit_metric")
     row = {
         "id": run["id"],
-        "run": f"[{run['name']}](/dashboard/run/{run['id']})",
+        "run": f"[{md_text(run['name'])}](/dashboard/run/{run['id']})",
         "name": run["name"],
         "status": run["status"],
         "tags": ", ".join(run.get("tags") or []),
@@ -137,6 +148,8 @@ def compare_detail(
     store: Store, run_ids: list[int], metric: str | None, budget: float | None
 ) -> dict[str, Any]:
     """Runs overlaid (downsampled over one shared compute range) and their comparison."""
+    if len(run_ids) > limits.MAX_COMPARE_RUNS:  # the API's cap: each run costs queries
+        return {"error": f"compare at most {limits.MAX_COMPARE_RUNS} runs at once", "items": []}
     try:
         inputs = load_compare_inputs(
             store, run_ids, metric or None, max_points=MAX_SCREEN_POINTS, shared_range=True
@@ -196,7 +209,7 @@ def params_rows(detail: dict[str, Any]) -> list[dict[str, Any]]:
         out.append(
             {
                 "id": it["id"],
-                "run": f"[{it['label']}](/dashboard/run/{it['id']})",
+                "run": f"[{md_text(it['label'])}](/dashboard/run/{it['id']})",
                 "status": fit.get("status", "–"),
                 "A": a_text(fit),
                 "B": ci_text("B"),
@@ -288,7 +301,8 @@ def alerts_table(
     rows = [
         {
             "id": a["id"],
-            "run": f"[{a.get('run_name') or a.get('run_id')}](/dashboard/run/{a.get('run_id')})",
+            "run": f"[{md_text(a.get('run_name') or a.get('run_id'))}]"
+            f"(/dashboard/run/{a.get('run_id')})",
             "project": a.get("project"),
             "kind": a.get("kind"),
             "state": a.get("state"),

@@ -59,7 +59,13 @@ ALLOWED: dict[str, set[str]] = {
         "server.background",
     },
     "server.cli": {"server.config", "server.db", "server.store", "server.demo", "server.api"},
-    "dashboard": {"server.store", "server.services", "server.fitting", "server.scopes"},
+    "dashboard": {
+        "server.store",
+        "server.services",
+        "server.fitting",
+        "server.scopes",
+        "server.limits",
+    },
     "migrations": {"server.db", "server.config"},
     "bench": {"trainer_client", "dashboard", "server.*"},  # anything but tests
 }

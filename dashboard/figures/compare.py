@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 from typing import Any
 
 import plotly.graph_objects as go
@@ -33,7 +34,8 @@ def compare_figure(
     fig = go.Figure()
     end = max([budget or 0.0] + [max(i["compute"], default=0.0) for i in items])
     for it in items:
-        color, label = it["color"], it["label"]
+        # Plotly renders <b>, <a href> and entities in names and hover text: escape user text.
+        color, label = it["color"], html.escape(it["label"])
         c, y = positive(it["compute"], it["values"])
         group = f"run{it['id']}"
         fig.add_trace(
@@ -74,7 +76,7 @@ def ceiling_figure(rows: list[dict[str, Any]]) -> go.Figure:
             go.Scattergl(
                 x=[r["B"] for r in others],
                 y=[r.get("A") or r.get("A_lower_bound") for r in others],
-                text=[r["label"] for r in others],
+                text=[html.escape(r["label"]) for r in others],
                 mode="markers",
                 marker={"color": GREY, "size": 7, "opacity": 0.6},
                 name="other runs",
@@ -90,7 +92,7 @@ def ceiling_figure(rows: list[dict[str, Any]]) -> go.Figure:
                 x=[r["B"]],
                 y=[r["A"] if ident else r["A_lower_bound"]],
                 mode="markers+text",
-                text=[r["label"]],
+                text=[html.escape(r["label"])],
                 textposition="top center",
                 marker={
                     "color": r["color"], "size": 12,
@@ -100,7 +102,7 @@ def ceiling_figure(rows: list[dict[str, Any]]) -> go.Figure:
                     "type": "data", "array": [err[1] - r["A"]],
                     "arrayminus": [r["A"] - err[0]], "color": r["color"],
                 },
-                name=r["label"] if ident else f"{r['label']} (A ≥)",
+                name=html.escape(r["label"]) if ident else f"{html.escape(r['label'])} (A ≥)",
                 meta="run",
             )
         )  # fmt: skip

@@ -3,6 +3,7 @@ residuals; and the caption under them."""
 
 from __future__ import annotations
 
+import html
 import math
 from typing import Any
 
@@ -66,6 +67,8 @@ def run_figure(
 
     Trace order is fixed so live updates can extend by index: 0 = points, 1 = held-out.
     """
+    # User text (metric and run names): Plotly renders <b>, <a href> and entities in titles.
+    metric, title = html.escape(metric), html.escape(title)
     c, y = positive(points.get("compute", []), points.get("values", []))
     if c.size == 0:
         return empty_figure("no points yet", title)

@@ -221,6 +221,11 @@ class PointsOut(BaseModel):
     points: list[PointOut]
     downsampled: bool
     total: int = Field(description="points in the requested range before downsampling")
+    next_since_step: int | None = Field(
+        None,
+        description="without max_points, at most 10,000 points are returned by step: pass "
+        "this as since_step for the next page (null: no more)",
+    )
 
 
 class TokenCreate(BaseModel):

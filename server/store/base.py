@@ -77,6 +77,7 @@ class RunStore(Protocol):
         max_points: int | None = None,
         x_range: tuple[float, float] | None = None,
         x: str = "compute",
+        limit: int | None = None,
     ) -> PointsPage: ...
     def last_points(self, series_id: int, n: int) -> tuple[list[float], list[float]]: ...
 

@@ -283,7 +283,11 @@ class PointsMixin(SqlBase):
         max_points: int | None = None,
         x_range: tuple[float, float] | None = None,
         x: str = "compute",
+        limit: int | None = None,
     ) -> PointsPage:
+        """Points by step; with `max_points` downsampled in the database. Without it at most
+        `limit` (default `MAX_RAW_POINTS`) points from `since_step` on; `downsampled` is then
+        True when more exist past the last one returned."""
         with self.session() as s:
             if s.get(Run, run_id) is None:
                 raise NotFound(f"run {run_id} not found")
@@ -303,7 +307,7 @@ class PointsMixin(SqlBase):
             # The series summary bounds the count, so a small series (the usual case) needs no
             # count at all, and a large one gets its exact total from the bucket counts below.
             if max_points is None or n_points <= max_points:
-                cap = limits.MAX_RAW_POINTS
+                cap = limit or limits.MAX_RAW_POINTS
                 rows = s.execute(
                     select(Point.step, Point.compute, Point.value)
                     .where(where)

@@ -105,13 +105,22 @@ def get_points(
 ) -> dict:
     """Points of one metric ordered by step; downsampled in the database with `max_points`."""
     name = metric or store.get_run(run_id)["fit_metric"]
-    page = store.get_points(run_id, name, since_step=since_step, max_points=max_points)
+    # Without max_points, one page by step (10,000 points), never a million-point answer.
+    page = store.get_points(
+        run_id,
+        name,
+        since_step=since_step,
+        max_points=max_points,
+        limit=limits.MAX_POINTS_PAGE if max_points is None else None,
+    )
+    more = max_points is None and page.downsampled
     return {
         "metric": page.metric,
         "points": [
             {"step": s, "compute": c, "value": v}
             for s, c, v in zip(page.steps, page.compute, page.values, strict=True)
         ],
-        "downsampled": page.downsampled,
+        "downsampled": page.downsampled and not more,
         "total": page.total,
+        "next_since_step": page.steps[-1] + 1 if more and page.steps else None,
     }
