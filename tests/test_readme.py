@@ -38,7 +38,9 @@ def shell_commands(prefix: str) -> list[str]:
 
 @pytest.fixture
 def server(sqlite_url, tmp_path):
-    s = LiveServer(sqlite_url, auth=True, home=tmp_path / "home")
+    # The Slack URL becomes a loopback receiver, which webhooks refuse unless allowed.
+    s = LiveServer(sqlite_url, auth=True, home=tmp_path / "home",
+                   extra_env={"SCALEWATCH_WEBHOOK_ALLOW_PRIVATE": "1"})
     s.start()
     yield s
     s.stop()
@@ -67,6 +69,28 @@ def test_readme_curl_examples_work(server, tmp_path):
     with server.client() as http:
         assert http.get("/api/v1/runs/1/points").json()["points"][0]["value"] == 0.31
         assert http.get("/api/v1/alert-rules").json()["total"] == 1
+    # The token command that asks the running server, with the same $SW and $TOKEN.
+    [token_cmd] = [c for c in shell_commands(".venv/bin/scalewatch token") if "--url" in c]
+    bin_dir = Path(sys.executable).parent
+    out = subprocess.run(
+        ["bash", "-c", token_cmd.replace(".venv/bin/scalewatch", f"{bin_dir}/scalewatch")],
+        env={**env, "SCALEWATCH_HOME": str(tmp_path / "no-database-here")},
+        capture_output=True, text=True, timeout=60,
+    )
+    assert out.returncode == 0 and out.stdout.startswith("sw_"), out.stderr
+    assert not (tmp_path / "no-database-here").exists()
+
+
+def test_readme_server_commands_say_where_scalewatch_is():
+    """`scripts/run` does not put `scalewatch` on PATH: server-side commands say `.venv/bin/`.
+
+    Bare `scalewatch` is right only for the client commands a trainer's environment has."""
+    bare = [c for c in shell_commands("scalewatch ")]
+    assert all(c.split()[1] in ("sync", "pipelinerl-sidecar") for c in bare), bare
+    assert len(shell_commands(".venv/bin/scalewatch ")) >= 8
+    prose = re.sub(r"```.*?```", "", README, flags=re.S)
+    for cmd in ("serve", "fit", "token", "simulate", "db"):
+        assert not re.search(rf"(?<![/\w])`scalewatch {cmd}\b", prose), cmd
 
 
 def test_readme_python_snippets_run(server, tmp_path):
@@ -116,16 +140,20 @@ def test_readme_cli_commands(tmp_path, sqlite_url):
         "SCALEWATCH_DATABASE_URL": sqlite_url,
     }
     bin_dir = Path(sys.executable).parent
-    commands = (
-        shell_commands("scalewatch fit")
-        + shell_commands("scalewatch token")
-        + shell_commands("scalewatch db upgrade")
-    )
+    commands = [
+        cmd
+        for cmd in (
+            shell_commands(".venv/bin/scalewatch fit")
+            + shell_commands(".venv/bin/scalewatch token")
+            + shell_commands(".venv/bin/scalewatch db upgrade")
+        )
+        if "--url" not in cmd  # the one asking a running server: test_readme_curl_examples_work
+    ]
     assert len(commands) >= 4
     for cmd in commands:
-        cmd = cmd.replace("ID", "1")
+        cmd = cmd.replace("ID", "1").replace(".venv/bin/scalewatch", f"{bin_dir}/scalewatch")
         out = subprocess.run(
-            ["bash", "-c", f"PATH={bin_dir}:$PATH {cmd}"],
+            ["bash", "-c", cmd],
             cwd=tmp_path,
             env=env,
             capture_output=True,
@@ -169,16 +197,15 @@ def test_scripts_run_serves_the_embedded_default(tmp_path):
 
 @pytest.mark.timeout(180)
 def test_readme_simulate_command(server, tmp_path):
-    [cmd] = shell_commands("scalewatch simulate")
-    cmd = cmd.replace("http://127.0.0.1:8765", server.url)
-    env = {
-        **os.environ,
-        "SCALEWATCH_TOKEN": server.admin_token,
-        "SCALEWATCH_HOME": str(tmp_path / "sim"),
-    }
+    [cmd] = shell_commands(".venv/bin/scalewatch simulate")
     bin_dir = Path(sys.executable).parent
+    cmd = cmd.replace("http://127.0.0.1:8765", server.url)
+    cmd = cmd.replace(".venv/bin/scalewatch", f"{bin_dir}/scalewatch")
+    env = {k: v for k, v in os.environ.items() if k != "SCALEWATCH_TOKEN"}
+    # The server has authentication on: the README's command must carry the token itself.
+    env.update({"TOKEN": str(server.admin_token), "SCALEWATCH_HOME": str(tmp_path / "sim")})
     out = subprocess.run(
-        ["bash", "-c", f"PATH={bin_dir}:$PATH {cmd}"],
+        ["bash", "-c", cmd],
         env=env,
         capture_output=True,
         text=True,
