@@ -15,6 +15,7 @@ import json
 import math
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import numpy as np
 
@@ -28,7 +29,7 @@ class InputError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line + exit 2, like every other input error
+    def error(self, message: str) -> NoReturn:  # one line + exit 2, like every other input error
         raise InputError(message)
 
 

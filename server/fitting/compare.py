@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from itertools import combinations
 from typing import Any
 
@@ -23,7 +24,8 @@ def refit_fixed_a(
     prep = prepare(compute, values, options)
     if prep.y.size < 3:
         return None
-    pf = point_fit(prep.x, prep.y, prep.r0, tuple(options.value_range), fixed_a=a)
+    lo, hi = options.value_range
+    pf = point_fit(prep.x, prep.y, prep.r0, (float(lo), float(hi)), fixed_a=a)
     _, m, b, r0 = pf.theta
     return b, prep.c0 * float(np.exp(m)), r0
 
@@ -52,7 +54,7 @@ def _draws(res: FitResult) -> FloatArray:
 
 
 def compare_fits(
-    series: dict[str, tuple[ArrayLike, ArrayLike, FitResult]],
+    series: Mapping[str, tuple[ArrayLike, ArrayLike, FitResult]],
     budget: float | None = None,
     options: FitOptions = FitOptions(),
     margin: float = SAME_A_MARGIN,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -149,7 +150,7 @@ def point_fit(
     binned = G.bin_data(x, y)
     m_axis, b_axis = G.default_axes(float(x[0]))
     m_bounds = (float(m_axis[0]) - 2.0, float(np.log(1000.0)))
-    r0_default = float(y[0]) if fit_r0 else float(r0)
+    r0_default = float(y[0]) if r0 is None else float(r0)
 
     def from_cell(gr: G.Grid, i: int) -> tuple[float, float, float, float]:
         return (float(gr.a[i]), float(gr.m[i]), float(gr.b[i]), float(gr.r0[i]))
@@ -298,7 +299,8 @@ def broken(prep: Prepared, options: FitOptions, brk: Break) -> FitResult:
         C_mid=prep.c0 * float(np.exp(m)), R0=r0, a_fit=a, r0_source=prep.r0_source,
         n_points=int(prep.y.size), fit_range=prep.fit_range, target_compute=target,
         predicted_at_target=brk.level,
-        predicted_interval=(max(brk.level_ci[0] - half, lo), min(ceiling_upper + half, hi)),
+        predicted_interval=(max(brk.level_ci[0] - float(half), lo),
+                            min(ceiling_upper + float(half), hi)),
         method="default", sigma=unc.sigma, tau=unc.tau, eval_sd=unc.eval_sd, q=unc.q,
         value_range=(lo, hi), break_=info,
         message=f"{what}; too few evaluations since then to fit the new regime (need "
@@ -321,7 +323,7 @@ def finish(prep: Prepared, options: FitOptions, pf: PointFit) -> FitResult:
     if prep.target is not None:
         pred = r0 + (a - r0) * float(frac(np.log(max(prep.target, 1e-300) / prep.c0), m, b))
     rmse = float(np.sqrt(pf.ssr / n))
-    common = dict(
+    common: dict[str, Any] = dict(
         B=b, C_mid=c_mid, R0=r0, r0_source=prep.r0_source, n_points=n,
         fit_range=prep.fit_range, target_compute=prep.target, rmse=rmse, method="default",
         a_fit=a, sigma=unc.sigma, tau=unc.tau, ssr=pf.ssr, value_range=(lo, hi),
@@ -363,7 +365,7 @@ def finish(prep: Prepared, options: FitOptions, pf: PointFit) -> FitResult:
         # end of the window; that level is well determined even when A is not, which makes it
         # a far more useful (and still defensible) lower bound than A's own interval.
         lower = a_lo
-        if draws:
+        if draws and prep.fit_range is not None:
             end_lo = band(np.array([prep.fit_range[1]]), np.array(draws), np.empty((0, 4)))[0][0]
             if np.isfinite(end_lo):
                 lower = max(lower, float(end_lo))

@@ -100,8 +100,8 @@ def search(
 ) -> Grid:
     """Evaluate every (m, B) cell; ``r0=None`` fits R0 jointly with A (both linear)."""
     lo, hi = value_range
-    mm, bb = np.meshgrid(m_axis, b_axis, indexing="ij")
-    mm, bb = mm.ravel(), bb.ravel()
+    m_grid, b_grid = np.meshgrid(m_axis, b_axis, indexing="ij")
+    mm, bb = m_grid.ravel(), b_grid.ravel()
     s = frac(data.x[None, :], mm[:, None], bb[:, None])  # (cells, bins)
     w, y = data.w, data.y
     tiny = 1e-300

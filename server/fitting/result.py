@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,6 +50,16 @@ def _num(v: float | None) -> float | None:
 
 def _pair(p: Pair | None) -> list[float | None] | None:
     return None if p is None else [_num(p[0]), _num(p[1])]
+
+
+def _value_range(v: Any) -> Pair:
+    lo, hi = v if v is not None else (0.0, 1.0)
+    return (float(lo), float(hi))
+
+
+def _params(p: Any) -> Params:
+    a, b, cm, r0 = p
+    return (float(a), float(b), float(cm), float(r0))
 
 
 def _json_break(b: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -162,7 +173,7 @@ class FitResult:
         return out
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> FitResult:
+    def from_dict(cls, d: Mapping[str, Any]) -> FitResult:
         """Inverse of :meth:`to_dict` (with or without the ``internal`` block)."""
 
         def pair(v: Any) -> Pair | None:
@@ -181,7 +192,8 @@ class FitResult:
             C_mid=d.get("C_mid"),
             R0=d.get("R0"),
             r0_source=d.get("r0_source", "fitted"),
-            ci=None if ci is None else {k: pair(v) for k, v in ci.items() if v is not None},
+            ci=None if ci is None else {k: p for k, v in ci.items()
+                                        if v is not None and (p := pair(v)) is not None},
             A_lower_bound=d.get("A_lower_bound"),
             n_points=int(d.get("n_points") or 0),
             fit_range=pair(d.get("fit_range")),
@@ -200,7 +212,7 @@ class FitResult:
             q=internal.get("q"),
             curve_interval=pair(internal.get("curve_interval")),
             ssr=internal.get("ssr"),
-            value_range=tuple(internal.get("value_range", (0.0, 1.0))),  # type: ignore[arg-type]
-            draws=tuple(tuple(p) for p in internal.get("draws", ())),  # type: ignore[misc]
-            envelope=tuple(tuple(p) for p in internal.get("envelope", ())),  # type: ignore[misc]
+            value_range=_value_range(internal.get("value_range")),
+            draws=tuple(_params(p) for p in internal.get("draws", ())),
+            envelope=tuple(_params(p) for p in internal.get("envelope", ())),
         )
