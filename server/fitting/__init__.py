@@ -4,8 +4,8 @@
 
 Public API: :class:`FitOptions`, :class:`FitResult`, :func:`fit_curve`, :func:`predict`,
 :func:`predict_band`, :func:`predict_interval`, :func:`compare_fits`.
-``FitResult.to_dict()`` is the public JSON object; ``to_dict(internal=True)`` adds an
-``"internal"`` block (parameter draws, noise model, curve interval, message) that
+``FitResult.to_dict()`` is the public JSON object (with ``break``); ``to_dict(internal=True)``
+adds an ``"internal"`` block (posterior draws, noise model, curve interval, message) that
 :meth:`FitResult.from_dict` needs to redraw the bands after a reload.
 
 How ``method="default"`` fits (modules in brackets):
@@ -16,18 +16,29 @@ How ``method="default"`` fits (modules in brackets):
    (and R0 when fitted) in closed form, clipped to ``value_range`` [grid].
 3. Bounded ``least_squares`` refinement with the analytic Jacobian; never worse than the grid's
    best cell.  A ``previous`` result warm-starts it and skips the grid unless a check grid finds
-   a better SSR [fit].
-4. 95% intervals: noise inflated by the residuals' autocorrelation time (effective sample size),
-   t quantiles, Laplace draws, hulled with the profile-likelihood set read off the grid
-   [intervals].  Two kinds: the *curve* band (:func:`predict_band`, what the dashboard shades;
-   ``internal.curve_interval`` at the target) and the *prediction* interval for what the run
-   will show (``predicted_interval`` at the target, :func:`predict_interval` anywhere): the
-   curve band widened by the evaluation noise and, beyond the fit window, by an allowance for
-   misspecification that grows with ln(compute / window end).
-5. Status: ``insufficient_data`` (< 5 usable points, < 4 distinct compute values, no upward
-   signal, collapse), ``unidentified`` (A's interval touches the value range or is wider than
-   0.1, or the window does not reach 2 x C_mid with a visible rise; A withheld,
-   ``A_lower_bound`` given), else ``ok``.
+   a better SSR [fit].  This point fit gives the noise model: residual sd and an AR(1)
+   autocorrelation time averaged over the uncertainty of its coefficient [intervals].
+4. Breaks: are the newest evaluations lastingly below the curve fitted to the points before
+   them (tested as a step and as a slide, confirmed with that curve's posterior)?  Then the
+   result carries ``break`` (where, how much, an upper bound on the new ceiling) and describes
+   the regime since the break when it can be fitted [breaks].
+5. Uncertainty from a grid posterior: Jeffreys' prior over (ln C_mid, B in [0.5, 8]), A and R0
+   integrated in closed form per cell, a refined grid over the posterior mass, 4,000 draws
+   [posterior].  A's interval and the B and C_mid intervals are posterior quantiles; the public
+   A is the posterior median; the forecast (``predicted_at_target``, :func:`predict`) is the
+   posterior median of the curve; the band (:func:`predict_band`) its quantiles.  The
+   *prediction* interval (``predicted_interval``, :func:`predict_interval`) adds evaluation
+   noise and, beyond the window, a misspecification allowance learned on real curves
+   (``FitOptions.drift_rate``) [intervals].
+6. Status: ``insufficient_data`` (< 5 usable points, < 4 distinct compute values, no upward
+   signal, or a collapse with no break to report), ``unidentified`` (A's 95% interval touches
+   the value range or is wider than 0.1, C_mid may lie beyond the data, or the run broke and
+   the new regime cannot be fitted yet; A withheld, ``A_lower_bound`` given), else ``ok``.
+   0.1 is a product choice: an A known to +-0.05 is what a user can act on (the paper's own
+   margin for "same ceiling" is 0.02, and comparisons use the full intervals).
+
+``bench/calibration.py`` measures coverage, identification against an oracle and forecast
+errors per noise family and fit window; ``bench/alerts.py`` the break alerts.
 
 ``method="paper"`` / ``"curve_fit"`` are reference procedures for comparison [paper].
 """
