@@ -6,7 +6,10 @@ Measures, in the same process and run, the wall time each call takes on the call
 thread - median and p99 in microseconds:
 
 * scalewatch ``run.log({...}, step, compute)`` against a live scalewatch server (started here on
-  a temporary SQLite database unless ``--url`` is given), with 1 and with 2 metrics per call;
+  a temporary SQLite database unless ``--url`` is given), with 1 and with 2 metrics per call,
+  with the write-ahead journal (the default) and without it (``SCALEWATCH_JOURNAL=0``). The
+  two are measured in alternating rounds (``--rounds``) so that the machine's load drifts the
+  same way for both, and the ratio journal / no journal is printed;
 * ``mlflow.log_metric(key, value, step)`` synchronous (one HTTP round trip per call) and
   asynchronous (``synchronous=False``), against a local ``mlflow server`` started here as a
   subprocess on a temporary SQLite store. MLflow is a bench-only dependency; if it is not
@@ -77,8 +80,20 @@ def stats(ns: list[int]) -> tuple[float, float]:
     return med, p99
 
 
-def bench_scalewatch(url: str, calls: int, home: str, n_metrics: int) -> tuple[float, float, int]:
-    run = sw.init("bench", f"overhead-{n_metrics}m-{os.getpid()}", url=url, home=home)
+def _one_round(
+    url: str, calls: int, home: str, n_metrics: int, journal: bool, rnd: int
+) -> tuple[list[int], int]:
+    saved = os.environ.get("SCALEWATCH_JOURNAL")
+    os.environ["SCALEWATCH_JOURNAL"] = "1" if journal else "0"  # read by init()
+    try:
+        tag = "j" if journal else "nj"
+        run = sw.init("bench", f"overhead-{n_metrics}m-{tag}-{rnd}-{os.getpid()}", url=url,
+                      home=home)
+    finally:
+        if saved is None:
+            os.environ.pop("SCALEWATCH_JOURNAL", None)
+        else:
+            os.environ["SCALEWATCH_JOURNAL"] = saved
     clock = time.perf_counter_ns
     names = [f"m{i}" for i in range(n_metrics)]
     for i in range(1000):  # warm-up
@@ -90,8 +105,25 @@ def bench_scalewatch(url: str, calls: int, home: str, n_metrics: int) -> tuple[f
         run.log(metrics, step=i, compute=i * 0.01)
         out.append(clock() - t)
     left = run.finish(timeout=120)
-    med, p99 = stats(out)
-    return med, p99, left
+    return out, left
+
+
+def bench_pair(
+    url: str, calls: int, home: str, n_metrics: int, rounds: int
+) -> tuple[tuple[float, float, int], tuple[float, float, int]]:
+    """(journal, no journal), measured in alternating rounds of calls / rounds calls each."""
+    on: list[int] = []
+    off: list[int] = []
+    left = [0, 0]
+    per = max(1, calls // rounds)
+    for r in range(rounds):
+        s, lft = _one_round(url, per, home, n_metrics, True, r)
+        on += s
+        left[0] += lft
+        s, lft = _one_round(url, per, home, n_metrics, False, r)
+        off += s
+        left[1] += lft
+    return (*stats(on), left[0]), (*stats(off), left[1])
 
 
 def start_scalewatch(tmp: str) -> tuple[str, subprocess.Popen]:
@@ -161,6 +193,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--url", help="existing scalewatch server (default: start one)")
     ap.add_argument("--calls", type=int, default=20000)
+    ap.add_argument("--rounds", type=int, default=4,
+                    help="alternating journal / no-journal rounds the calls are split over")
     ap.add_argument("--mlflow-sync-calls", type=int, default=300)
     ap.add_argument("--mlflow-async-calls", type=int, default=5000)
     ap.add_argument("--skip-mlflow", action="store_true")
@@ -172,15 +206,22 @@ def main() -> None:
         if url is None:
             url, proc = start_scalewatch(tmp)
         home = f"{tmp}/client-home"
-        sw1 = bench_scalewatch(url, args.calls, home, 1)
-        sw2 = bench_scalewatch(url, args.calls, home, 2)
-        print(f"{'call':48s} {'median µs':>10s} {'p99 µs':>10s} {'calls':>7s}")
-        print(f"{'scalewatch run.log (1 metric)':48s} {sw1[0]:10.2f} {sw1[1]:10.2f} "
-              f"{args.calls:7d}")
-        print(f"{'scalewatch run.log (2 metrics)':48s} {sw2[0]:10.2f} {sw2[1]:10.2f} "
-              f"{args.calls:7d}")
-        if sw1[2] or sw2[2]:
-            print(f"  (warning: {sw1[2] + sw2[2]} points were not acknowledged)")
+        sw1, nj1 = bench_pair(url, args.calls, home, 1, args.rounds)
+        sw2, nj2 = bench_pair(url, args.calls, home, 2, args.rounds)
+        print(f"{'call':52s} {'median µs':>10s} {'p99 µs':>10s} {'calls':>7s}")
+        for label, r in (("scalewatch run.log (1 metric)", sw1),
+                         ("scalewatch run.log (1 metric, SCALEWATCH_JOURNAL=0)", nj1),
+                         ("scalewatch run.log (2 metrics)", sw2),
+                         ("scalewatch run.log (2 metrics, SCALEWATCH_JOURNAL=0)", nj2)):
+            print(f"{label:52s} {r[0]:10.2f} {r[1]:10.2f} {args.calls:7d}")
+        print("journal / no journal (same run, alternating rounds): "
+              f"1 metric median x{sw1[0] / nj1[0]:.2f} p99 x{sw1[1] / nj1[1]:.2f}; "
+              f"2 metrics median x{sw2[0] / nj2[0]:.2f} p99 x{sw2[1] / nj2[1]:.2f}")
+        print(f"load average while measuring: {os.getloadavg()[0]:.2f} "
+              f"({os.cpu_count()} cores)")
+        left = sw1[2] + sw2[2] + nj1[2] + nj2[2]
+        if left:
+            print(f"  (warning: {left} points were not acknowledged)")
         if args.skip_mlflow:
             return
         ml = bench_mlflow(tmp, args.mlflow_sync_calls, args.mlflow_async_calls)
@@ -190,7 +231,7 @@ def main() -> None:
         for key, label in (("sync", "mlflow.log_metric (synchronous)"),
                            ("async", "mlflow.log_metric (synchronous=False)")):
             med, p99, n = ml[key]
-            print(f"{label:48s} {med:10.2f} {p99:10.2f} {n:7d}")
+            print(f"{label:52s} {med:10.2f} {p99:10.2f} {n:7d}")
         print(f"MLflow {ml['version']}; ratios MLflow / scalewatch (1 metric per call):")
         for key in ("sync", "async"):
             med, p99, _ = ml[key]

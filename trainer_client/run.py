@@ -7,11 +7,12 @@ Data path of one point::
     server  <--gzip POST /api/v1/runs/{id}/points (keep-alive)--  sender thread (sender.py)
                                       acknowledged -> batch file deleted
 
-* ``log()`` validates its arguments (:mod:`trainer_client.validation`), appends one line to the
-  run's write-ahead journal (:mod:`trainer_client.journal`: a single ``os.write``, so the point
-  is in the kernel's page cache before ``log()`` returns) and one tuple to a
-  ``collections.deque``. It takes no lock, never waits for the network and formats nothing but
-  the journal line. Bad argument types or values raise ``TypeError`` / ``ValueError`` at once
+* ``log()`` validates its arguments (:mod:`trainer_client.validation`), copies one binary
+  record into the run's write-ahead journal (:mod:`trainer_client.journal`: a shared memory
+  mapping of a file, so the point is in the kernel's page cache before ``log()`` returns,
+  without a system call) and appends one tuple to a ``collections.deque``. It takes only the
+  journal's uncontended lock, never waits for the network and formats nothing but the journal
+  record. Bad argument types or values raise ``TypeError`` / ``ValueError`` at once
   (programming errors); NaN and infinite metric values are dropped with one rate-limited
   ``logging`` warning.
 * The writer thread wakes every 0.2 s (``SCALEWATCH_SPOOL_INTERVAL``; at once when 1,000 points
@@ -47,7 +48,7 @@ import time
 import warnings
 import weakref
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -174,7 +175,9 @@ class Run:
     # -- threads ---------------------------------------------------------------------------
     def _reset_state(self) -> None:
         self._q: deque[tuple[int, float, dict[str, float], float]] = deque()
-        self._jfd: int | None = None  # the journal generation log() appends to
+        # Journal.append while the journal takes points; None when off, failed or finished.
+        self._jappend: Callable[[int, float, dict[str, float], float], bool] | None = None
+        self._drain_failed = False
         self._wake_writer = threading.Event()
         self._wake_sender = threading.Event()
         self._target.abort = threading.Event()  # ends the sender's backoff sleeps
@@ -188,8 +191,8 @@ class Run:
 
     def _start_threads(self) -> None:
         self._started = True
-        if self._journal is not None and self._jfd is None:
-            self._jfd = self._journal.open()
+        if self._journal is not None and self._jappend is None and self._journal.open():
+            self._jappend = self._journal.append
         tag = f"{self.project}/{self.name}"
         self._writer = threading.Thread(
             target=self._writer_loop, name=f"scalewatch-spool[{tag}]", daemon=True
@@ -224,8 +227,9 @@ class Run:
     def log(self, metrics: Mapping[str, Any], step: int, compute: Any = None) -> None:
         """Queue ``metrics`` (name -> number) at ``step``. Never blocks on the network.
 
-        The only I/O is one ``os.write`` of a line to the run's write-ahead journal (a few
-        microseconds; none with ``SCALEWATCH_JOURNAL=0``), so the point survives a SIGKILL.
+        The only I/O is a copy of one record into the run's memory-mapped write-ahead journal
+        (no system call; none at all with ``SCALEWATCH_JOURNAL=0``), so the point survives a
+        SIGKILL.
 
         ``compute`` is a number (in the run's ``compute_unit``) or a :class:`ComputeMeter`;
         if omitted, the run's ``meter`` is read, else the last compute passed to ``log``.
@@ -259,14 +263,12 @@ class Run:
         self._last_compute = compute
         if out:
             t = time.time()
-            jfd = self._jfd
-            if jfd is not None:  # write-ahead: on disk (page cache) before log() returns
-                try:
-                    os.write(jfd, _journal.encode(step, compute, out, t))
-                except OSError as exc:
-                    self._jfd = None
-                    logger.error("scalewatch: journal write failed (%s); points are kept in "
-                                 "memory and the spool only", exc)
+            jappend = self._jappend
+            # Write-ahead: in the page cache before log() returns.
+            if jappend is not None and not jappend(step, compute, out, t):
+                self._jappend = None
+                logger.error("scalewatch: journal unavailable; points are kept in memory and "
+                             "the spool only")
             q = self._q
             q.append((step, compute, out, t))
             if len(q) >= BATCH_POINTS and not self._wake_writer.is_set():
@@ -306,7 +308,7 @@ class Run:
         if self._q:  # the writer could not finish in time: spool the rest from here
             self._drain_to_disk()
         if not self._q and self._journal is not None:  # everything is in batch files now
-            self._jfd = None
+            self._jappend = None
             self._journal.close_and_remove()
         self._stop_sending.set()
         self._wake_sender.set()
@@ -406,10 +408,12 @@ class Run:
     def _drain_to_disk(self) -> None:
         q = self._q
         wrote = False
-        if q and self._journal is not None and self._jfd is not None:
+        if q and self._journal is not None and self._jappend is not None and not self._drain_failed:
             # New points go to a fresh generation; the ones being drained stay journaled
-            # until two rotations later (Journal.rotate).
-            self._jfd = self._journal.rotate()
+            # until two rotations later (Journal.rotate). Not after a failed drain: the
+            # generations hold points that are still only in memory.
+            self._journal.rotate()
+        self._drain_failed = False
         while q:
             batch: list[tuple[int, float, dict[str, float], float]] = []
             try:
@@ -423,6 +427,7 @@ class Run:
                 wrote = True
             except OSError as exc:
                 q.extendleft(reversed(batch))  # keep them; retry on the next wake-up
+                self._drain_failed = True
                 logger.error("scalewatch: cannot write spool %s: %s", self.spool.dir, exc)
                 excess = len(q) - MAX_MEMORY_POINTS
                 if excess > 0:
