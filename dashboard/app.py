@@ -7,13 +7,14 @@ so several apps (tests, benches) can live in one process, each reading its own s
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import dash
 from a2wsgi import WSGIMiddleware
 from dash import Dash, dcc, html
 from fastapi import FastAPI
 from fastapi.responses import RedirectResponse
+from starlette.types import ASGIApp
 
 from dashboard.auth import DashboardGate, add_login_routes
 from dashboard.components import DashContext
@@ -77,6 +78,9 @@ def mount_dashboard(app: FastAPI) -> Dash:
         return RedirectResponse(PREFIX)
 
     add_login_routes(app)
-    app.mount("/dashboard", DashboardGate(WSGIMiddleware(dash_app.server), app.state))
+    # a2wsgi types its ASGI callable with its own event TypedDicts; it is the same protocol
+    # starlette's ASGIApp describes, which mypy cannot see through.
+    wsgi = cast(ASGIApp, WSGIMiddleware(dash_app.server))
+    app.mount("/dashboard", DashboardGate(wsgi, app.state))
     app.state.dash_app = dash_app
     return dash_app

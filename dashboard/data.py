@@ -157,8 +157,8 @@ def compare_detail(
     except NotFound as exc:
         return {"error": str(exc), "items": []}
     if budget is None:
-        targets = [i.run.get("target_compute") for i in inputs if i.run.get("target_compute")]
-        last = max([i.run.get("last_compute") or 0 for i in inputs] + [0])
+        targets = [float(t) for i in inputs if (t := i.run.get("target_compute"))]
+        last = max([float(i.run.get("last_compute") or 0) for i in inputs] + [0.0])
         budget = max(targets) if targets else (last * 4 or None)
     comparison = compare_inputs(inputs, budget) if len(inputs) >= 1 else None
     units = {unit_label(i.run.get("compute_unit")) for i in inputs}

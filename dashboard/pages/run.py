@@ -182,8 +182,8 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
         store = ctx.store
         if dash_ctx.triggered_id == "run-metric" and cache and metric == cache["metric"]:
             raise PreventUpdate  # the dropdown was only synced to what is already shown
-        live = dash_ctx.triggered_id == "run-tick" and cache is not None
-        if live and (metric or cache["metric"]) == cache["metric"]:
+        if dash_ctx.triggered_id == "run-tick" and cache is not None \
+                and (metric or cache["metric"]) == cache["metric"]:
             try:
                 run = store.get_run(run_id)
             except NotFound:

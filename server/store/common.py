@@ -52,9 +52,11 @@ def dialect_insert(session: Session) -> Any:
     """`insert` with ON CONFLICT support for the session's database (a dialect-specific type)."""
     name = session.get_bind().dialect.name
     if name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
-    elif name == "sqlite":
-        from sqlalchemy.dialects.sqlite import insert
-    else:  # pragma: no cover - only SQLite and PostgreSQL are supported
-        raise RuntimeError(f"unsupported database {name}")
-    return insert
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        return pg_insert
+    if name == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+        return sqlite_insert
+    raise RuntimeError(f"unsupported database {name}")  # only SQLite and PostgreSQL

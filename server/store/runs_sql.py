@@ -193,7 +193,7 @@ class RunsMixin(SqlBase):
             fit_id = fit_ids[run_id].get(metric)
             if fit_id is not None:
                 wanted[run_id] = fit_id
-        fits = {}
+        fits: dict[int, Any] = {}
         if wanted:
             # The summary column, written with each fit (migration 0003 filled it for every
             # series' latest fit): a stored result also carries parameter draws (tens of kB),
@@ -224,7 +224,7 @@ class RunsMixin(SqlBase):
                     "last_step": run.last_step,
                     "last_compute": run.last_compute,
                     "latest": latest[run_id],
-                    "fit": fits.get(wanted.get(run_id)),
+                    "fit": fits.get(wanted[run_id]) if run_id in wanted else None,
                 }
             )
         return out

@@ -52,7 +52,7 @@ class TokensMixin(SqlBase):
     def revoke_token(self, token_id: int) -> bool:
         with self.session() as s:
             res = s.execute(update(ApiToken).where(ApiToken.id == token_id).values(revoked=True))
-            return bool(res.rowcount)
+            return bool(getattr(res, "rowcount", 0))  # a CursorResult for an UPDATE
 
     def count_tokens(self) -> int:
         with self.session() as s:
