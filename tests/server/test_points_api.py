@@ -129,7 +129,9 @@ def test_limits_unknown_run_and_encodings(api):
     as_json = {"content-type": "application/json"}
     r = api.post(f"/api/v1/runs/{rid}/points", content=b"{not json", headers=as_json)
     assert r.status_code == 400
-    r = api.post(f"/api/v1/runs/{rid}/points", content=b"{}", headers={**as_json, "content-encoding": "br"})
+    r = api.post(
+        f"/api/v1/runs/{rid}/points", content=b"{}", headers={**as_json, "content-encoding": "br"}
+    )
     assert r.status_code == 415
     bomb = gzip.compress(b" " * (limits.MAX_INFLATED_BYTES + 10))
     r = api.post(
