@@ -9,6 +9,7 @@ from fastapi import FastAPI
 from fastapi.responses import RedirectResponse
 
 from server.api.deps import TokenCache
+from server.api.docs import install_docs
 from server.api.errors import install_error_handlers
 from server.api.fitpool import FitPool
 from server.api.guards import RejectNulMiddleware, RequestGuard, SecurityHeaders
@@ -67,6 +68,8 @@ def create_app(settings: Settings, store: SqlStore | None = None) -> FastAPI:
         ),
         lifespan=lifespan,
         responses={400: {"description": "Malformed request body"}},
+        docs_url=None,  # served from local assets by install_docs (offline clusters)
+        redoc_url=None,
     )
     app.state.settings = settings
     app.state.store = store
@@ -80,6 +83,7 @@ def create_app(settings: Settings, store: SqlStore | None = None) -> FastAPI:
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
 
     install_error_handlers(app)
+    install_docs(app)
     for router in ROUTERS:
         app.include_router(router)
 

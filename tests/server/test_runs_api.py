@@ -108,7 +108,7 @@ def test_bad_run_input_is_422_with_location(api):
     for body in cases:
         r = api.post("/api/v1/runs", json=body)
         assert r.status_code == 422, (body, r.text)
-        assert r.json()["detail"][0]["loc"], r.text
+        assert r.json()["code"] == "invalid" and r.json()["errors"][0]["loc"], r.text
     assert api.get("/api/v1/runs").json()["total"] == 0
     r = api.post(
         "/api/v1/runs",
