@@ -67,11 +67,20 @@ class TempDatabase:
 class Server:
     """`scalewatch serve --no-auth` in a subprocess."""
 
-    def __init__(self, database_url: str, extra_env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        database_url: str,
+        extra_env: dict[str, str] | None = None,
+        root: Path = ROOT,
+        extra_args: list[str] | None = None,
+    ) -> None:
+        """`root`: the source tree to run (another checkout, for a baseline in the same run)."""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         home = tempfile.mkdtemp(prefix="sw-home-")
         env = {**os.environ, "SCALEWATCH_HOME": home, **(extra_env or {})}
+        if root != ROOT:  # ahead of the editable install of this checkout
+            env["PYTHONPATH"] = str(root)
         subprocess.run(
             [
                 sys.executable,
@@ -85,6 +94,7 @@ class Server:
             env=env,
             check=True,
             capture_output=True,
+            cwd=root,
         )
         self.proc = subprocess.Popen(
             [
@@ -99,11 +109,12 @@ class Server:
                 database_url,
                 "--log-level",
                 "warning",
+                *(extra_args or []),
             ],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            cwd=ROOT,
+            cwd=root,
         )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:

@@ -1,0 +1,339 @@
+"""Many trainers at once: N simulated trainers against one server process on PostgreSQL.
+
+    .venv/bin/python bench/load.py [--trainers 25,50,100,150,200] [--seconds 15]
+                                   [--baseline-ref HEAD~3] [--workers 1] [--sqlite]
+
+Each trainer is what the client's sender does for a trainer logging 20 steps a second: one
+gzip-encoded POST /api/v1/runs/{id}/points a second on a keep-alive connection, 20 steps × 3
+metrics (per-step training metrics, not the run's fit metric: this measures ingest, not the
+refitter), sent one after the other (a trainer never has two requests in flight; when a response
+takes longer than a second, the next request goes out at once). The trainers start at random
+phases within the first second. The server is one real `scalewatch serve` process (started here
+on a temporary PostgreSQL database on loopback), the load generator a raw asyncio HTTP/1.1 client
+in this process, so that the generator costs as little CPU as possible next to the server.
+
+For each N (levels run in increasing order, each for --seconds after a --warmup, bounded by
+--max-trainers), prints requests sent, achieved rate, p50/p99 latency and errors (non-2xx,
+connection errors, timeouts), and at the end the largest N with p99 <= --p99-ms (250) and no
+error. Levels stop at the first one that misses the target (--all-levels to run every level).
+
+--baseline-ref REF runs the same levels against a second server built from that git revision
+(exported with `git archive` into a temporary directory, its own database), alternating
+baseline and current at each level so both see the same machine load, and prints the ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gzip
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench._common import ROOT, Server, TempDatabase, pg_available  # noqa: E402
+
+STEPS_PER_REQUEST = 20
+METRICS = ("rl/kl", "rl/entropy", "rl/grad_norm")
+REQUEST_TIMEOUT = 30.0
+
+
+class HttpError(Exception):
+    pass
+
+
+class Conn:
+    """One keep-alive HTTP/1.1 connection; just enough protocol for these requests."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host, self.port = host, port
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def request(
+        self, method: str, path: str, body: bytes, headers: dict[str, str]
+    ) -> tuple[int, bytes]:
+        if self.writer is None:
+            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        assert self.reader is not None
+        head = f"{method} {path} HTTP/1.1\r\nHost: {self.host}\r\n" + "".join(
+            f"{k}: {v}\r\n" for k, v in headers.items()
+        ) + f"Content-Length: {len(body)}\r\n\r\n"
+        try:
+            self.writer.write(head.encode() + body)
+            await self.writer.drain()
+            status_line = await self.reader.readline()
+            if not status_line:
+                raise HttpError("connection closed")
+            status = int(status_line.split()[1])
+            length, close = 0, False
+            while True:
+                line = await self.reader.readline()
+                if line in (b"\r\n", b""):
+                    break
+                name, _, value = line.decode("latin-1").partition(":")
+                name = name.strip().lower()
+                if name == "content-length":
+                    length = int(value)
+                elif name == "connection" and value.strip().lower() == "close":
+                    close = True
+            data = await self.reader.readexactly(length)
+        except (OSError, ValueError, IndexError, asyncio.IncompleteReadError, HttpError):
+            self.close()
+            raise
+        if close:
+            self.close()
+        return status, data
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        self.reader = self.writer = None
+
+
+def points_body(first_step: int, t: float) -> bytes:
+    pts = [
+        {
+            "step": s,
+            "compute": s * 0.75,
+            "time": t,
+            "metrics": {m: 0.3 + ((s * (i + 1)) % 97) / 1000 for i, m in enumerate(METRICS)},
+        }
+        for s in range(first_step, first_step + STEPS_PER_REQUEST)
+    ]
+    return gzip.compress(json.dumps({"points": pts}).encode(), compresslevel=5)
+
+
+@dataclass
+class Trainer:
+    run_id: int
+    conn: Conn
+    next_step: int = 0
+
+
+@dataclass
+class Level:
+    n: int
+    latencies: list[float] = field(default_factory=list)  # seconds, of counted requests
+    errors: int = 0
+    sent: int = 0
+    seconds: float = 0.0
+    error_kinds: dict[str, int] = field(default_factory=dict)
+
+    def p(self, q: float) -> float:
+        if not self.latencies:
+            return float("nan")
+        xs = sorted(self.latencies)
+        return xs[min(len(xs) - 1, int(q * len(xs)))] * 1e3
+
+    @property
+    def p50(self) -> float:
+        return statistics.median(self.latencies) * 1e3 if self.latencies else float("nan")
+
+    @property
+    def p99(self) -> float:
+        return self.p(0.99)
+
+    def ok(self, p99_ms: float) -> bool:
+        return self.errors == 0 and bool(self.latencies) and self.p99 <= p99_ms
+
+
+class Target:
+    """One server under test and its trainers (created as levels need them)."""
+
+    def __init__(self, label: str, server: Server) -> None:
+        self.label = label
+        self.server = server
+        u = urlsplit(server.url)
+        self.host, self.port = u.hostname or "127.0.0.1", u.port or 80
+        self.trainers: list[Trainer] = []
+
+    async def ensure(self, n: int) -> None:
+        async def make(i: int) -> Trainer:
+            conn = Conn(self.host, self.port)
+            body = json.dumps({"project": "load", "name": f"trainer-{i}"}).encode()
+            status, data = await conn.request(
+                "POST", "/api/v1/runs", body, {"Content-Type": "application/json"}
+            )
+            if status not in (200, 201):
+                raise SystemExit(f"{self.label}: cannot create run: {status} {data[:200]!r}")
+            return Trainer(json.loads(data)["id"], conn)
+
+        sem = asyncio.Semaphore(20)
+
+        async def bounded(i: int) -> Trainer:
+            async with sem:
+                return await make(i)
+
+        new = await asyncio.gather(*(bounded(i) for i in range(len(self.trainers), n)))
+        self.trainers.extend(new)
+
+    async def run_level(self, n: int, seconds: float, warmup: float) -> Level:
+        await self.ensure(n)
+        level = Level(n)
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        count_from, stop_at = start + warmup, start + warmup + seconds
+        headers = {"Content-Type": "application/json", "Content-Encoding": "gzip"}
+
+        async def trainer(tr: Trainer) -> None:
+            nxt = start + random.random()  # random phase within the first second
+            while True:
+                now = loop.time()
+                if nxt > now:
+                    await asyncio.sleep(nxt - now)
+                if loop.time() >= stop_at:
+                    return
+                body = points_body(tr.next_step, time.time())
+                tr.next_step += STEPS_PER_REQUEST
+                sent = loop.time()
+                counted = sent >= count_from
+                try:
+                    status, data = await asyncio.wait_for(
+                        tr.conn.request("POST", f"/api/v1/runs/{tr.run_id}/points", body,
+                                        headers),
+                        REQUEST_TIMEOUT,
+                    )
+                    kind = None if status == 200 else f"HTTP {status}"
+                except (TimeoutError, asyncio.TimeoutError):
+                    tr.conn.close()
+                    kind = "timeout"
+                except (OSError, ValueError, IndexError, asyncio.IncompleteReadError,
+                        HttpError) as exc:
+                    kind = type(exc).__name__
+                done = loop.time()
+                if counted:
+                    level.sent += 1
+                    if kind is None:
+                        level.latencies.append(done - sent)
+                    else:
+                        level.errors += 1
+                        level.error_kinds[kind] = level.error_kinds.get(kind, 0) + 1
+                nxt = max(nxt + 1.0, done)  # one in flight; late -> next goes out at once
+
+        await asyncio.gather(*(trainer(tr) for tr in self.trainers[:n]))
+        level.seconds = seconds
+        return level
+
+
+def export_tree(ref: str) -> Path:
+    """The source tree at `ref`, read-only from the repository's point of view."""
+    out = Path(tempfile.mkdtemp(prefix="sw-baseline-"))
+    archive = subprocess.run(["git", "archive", ref], cwd=ROOT, capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(out)], input=archive.stdout, check=True)
+    return out
+
+
+def row(label: str, lv: Level, p99_ms: float) -> str:
+    rate = lv.sent / lv.seconds if lv.seconds else 0.0
+    kinds = ", ".join(f"{k}: {v}" for k, v in sorted(lv.error_kinds.items()))
+    verdict = "ok" if lv.ok(p99_ms) else "MISS"
+    return (f"{label:10s} {lv.n:5d} {lv.sent:7d} {rate:8.1f} {lv.p50:9.1f} {lv.p99:9.1f} "
+            f"{lv.errors:6d}  {verdict}{'  (' + kinds + ')' if kinds else ''}")
+
+
+async def main_async(args: argparse.Namespace, targets: list[Target]) -> dict[str, list[Level]]:
+    levels = sorted({int(x) for x in args.trainers.split(",") if x.strip()})
+    levels = [n for n in levels if 0 < n <= args.max_trainers]
+    results: dict[str, list[Level]] = {t.label: [] for t in targets}
+    alive = {t.label for t in targets}
+    print(f"{'server':10s} {'N':>5s} {'sent':>7s} {'req/s':>8s} {'p50 ms':>9s} {'p99 ms':>9s} "
+          f"{'errors':>6s}  target p99 <= {args.p99_ms:g} ms, 0 errors")
+    for n in levels:
+        for t in targets:
+            if t.label not in alive:
+                continue
+            lv = await t.run_level(n, args.seconds, args.warmup)
+            results[t.label].append(lv)
+            print(row(t.label, lv, args.p99_ms), f"  load {os.getloadavg()[0]:.1f}", flush=True)
+            if not lv.ok(args.p99_ms) and not args.all_levels:
+                alive.discard(t.label)
+            await asyncio.sleep(args.pause)  # let the refitter and autovacuum settle
+        if not alive:
+            break
+    for t in targets:
+        for tr in t.trainers:
+            tr.conn.close()
+    return results
+
+
+def largest_ok(levels: list[Level], p99_ms: float) -> int:
+    best = 0
+    for lv in levels:
+        if not lv.ok(p99_ms):
+            break
+        best = lv.n
+    return best
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--trainers", default="25,50,100,150,200,250,300",
+                    help="comma-separated numbers of trainers, run in increasing order")
+    ap.add_argument("--max-trainers", type=int, default=400, help="never more than this")
+    ap.add_argument("--seconds", type=float, default=15.0, help="measured seconds per level")
+    ap.add_argument("--warmup", type=float, default=3.0, help="unmeasured seconds per level")
+    ap.add_argument("--pause", type=float, default=2.0, help="seconds between levels")
+    ap.add_argument("--p99-ms", type=float, default=250.0)
+    ap.add_argument("--all-levels", action="store_true", help="do not stop at the first miss")
+    ap.add_argument("--workers", type=int, default=1, help="server processes (serve --workers)")
+    ap.add_argument("--sqlite", action="store_true", help="SQLite instead of PostgreSQL")
+    ap.add_argument("--baseline-ref", help="also measure a server built from this git revision")
+    args = ap.parse_args()
+    kind = "sqlite" if args.sqlite else "postgresql"
+    if kind == "postgresql" and not pg_available():
+        raise SystemExit("PostgreSQL is not reachable (SCALEWATCH_BENCH_PG_URL)")
+    random.seed(1)
+    extra = ["--workers", str(args.workers)] if args.workers != 1 else []
+    dbs: list[TempDatabase] = []
+    servers: list[Server] = []
+    trees: list[Path] = []
+    targets: list[Target] = []
+    try:
+        if args.baseline_ref:
+            tree = export_tree(args.baseline_ref)
+            trees.append(tree)
+            dbs.append(TempDatabase(kind))
+            servers.append(Server(dbs[-1].url, root=tree, extra_args=extra))
+            targets.append(Target("baseline", servers[-1]))
+        dbs.append(TempDatabase(kind))
+        servers.append(Server(dbs[-1].url, extra_args=extra))
+        targets.append(Target("current", servers[-1]))
+        print(f"{kind}, {args.workers} server process(es), {os.cpu_count()} cores, load average "
+              f"{os.getloadavg()[0]:.1f} at start; each trainer: 1 gzip request/s of "
+              f"{STEPS_PER_REQUEST} steps × {len(METRICS)} metrics"
+              + (f"; baseline = {args.baseline_ref}" if args.baseline_ref else ""))
+        results = asyncio.run(main_async(args, targets))
+    finally:
+        for s in servers:
+            s.stop()
+        for d in dbs:
+            d.drop()
+        for tree in trees:
+            shutil.rmtree(tree, ignore_errors=True)
+    print()
+    best = {label: largest_ok(lvs, args.p99_ms) for label, lvs in results.items()}
+    for label, n in best.items():
+        print(f"{label}: largest N with p99 <= {args.p99_ms:g} ms and 0 errors: {n}")
+    if "baseline" in results:
+        b, c = best["baseline"], best["current"]
+        print(f"current / baseline, largest N: {c}/{b}" + (f" = x{c / b:.2f}" if b else ""))
+        for lb, lc in zip(results["baseline"], results["current"], strict=False):
+            if lb.latencies and lc.latencies:
+                print(f"  N={lb.n}: p50 x{lb.p50 / lc.p50:.2f} faster, p99 x{lb.p99 / lc.p99:.2f}"
+                      f" faster, req/s {lc.sent / lc.seconds:.0f} vs {lb.sent / lb.seconds:.0f}")
+    print(f"load average at the end: {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()
