@@ -116,3 +116,46 @@ def live_server(tmp_path: Path, sqlite_url: str) -> Iterator[LiveServer]:
     server.start()
     yield server
     server.stop()
+
+
+# --- `slow`: what `scripts/test -m "not slow"` (the fast loop) leaves out -----------------------
+# A test is slow when it starts processes (a live server, a browser, the CLI, trainers) or runs
+# a fuzzer or a long detection scenario. Marked here from what the test does, so a new live-server
+# test cannot silently land in the fast loop.
+SLOW_FIXTURES = frozenset({"live_server", "seeded", "browser", "page", "server"})
+SLOW_CALLS = ("LiveServer(", "subprocess.", "run_cli(", "Popen(", "_simulate(", "trainer_proc")
+SLOW_MODULES = frozenset({
+    "tests/server/test_schemathesis.py",  # a fuzzer: hundreds of requests per backend
+    "tests/alerts/test_detection.py",  # whole runs refitted evaluation by evaluation
+    "tests/deploy/test_scale_out.py",  # two server processes
+})
+
+
+def _starts_processes(fn: object) -> bool:
+    import inspect
+
+    try:
+        source = inspect.getsource(fn) if fn is not None else ""  # type: ignore[arg-type]
+    except (OSError, TypeError):
+        return False
+    return any(call in source for call in SLOW_CALLS)
+
+
+def _is_slow(item: pytest.Item) -> bool:
+    if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return True
+    rel = Path(str(item.fspath)).resolve().relative_to(Path(__file__).resolve().parents[1])
+    if rel.as_posix() in SLOW_MODULES:
+        return True
+    # Fixtures of the test's own module that start a server (e.g. `authed_server`) count too.
+    info = getattr(item, "_fixtureinfo", None)
+    for defs in (info.name2fixturedefs.values() if info is not None else ()):
+        if defs and _starts_processes(defs[-1].func):
+            return True
+    return _starts_processes(getattr(item, "function", None))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if "slow" not in item.keywords and _is_slow(item):
+            item.add_marker(pytest.mark.slow)

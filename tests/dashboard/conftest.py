@@ -52,7 +52,10 @@ def browser() -> Iterator:
 def page(browser) -> Iterator:  # noqa: ANN001
     context = browser.new_context(viewport={"width": 1360, "height": 900}, accept_downloads=True)
     pg = context.new_page()
-    pg.set_default_timeout(20_000)
+    # Every wait is on a condition (a selector, a URL, a graph's data); the cap only bounds how
+    # long a busy machine (two cores shared with another suite) may take to get there.
+    pg.set_default_timeout(90_000)
+    pg.set_default_navigation_timeout(90_000)
     errors: list[str] = []
     pg.on("pageerror", lambda exc: errors.append(str(exc)))
     pg.js_errors = errors  # type: ignore[attr-defined]

@@ -14,6 +14,7 @@ from server.demo.presets import DEMO_PRESETS, DEMO_PROJECT, PRESETS
 from server.demo.realruns import REAL_PROJECT
 from server.demo.simulator import generate
 from tests.support.live_server import LiveServer
+from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.slow
 DROP_RUN = PRESETS["drop"].name
@@ -117,10 +118,9 @@ def test_demo_no_auth_then_restart_resumes(tmp_path: Path, sqlite_url: str) -> N
         # A third start finds everything finished and adds nothing.
         server.stop()
         server.start()
-        time.sleep(3)
+        wait_for(lambda: "finished already" in server.logs(), timeout=120, interval=0.2)
         with server.client() as c:
             assert len(_runs(c)) == len(DEMO_PRESETS) + 3
-        assert "finished already" in server.logs()
     finally:
         server.stop()
 

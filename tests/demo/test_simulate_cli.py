@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +14,7 @@ import pytest
 from server.demo.presets import PRESETS
 from server.demo.simulator import generate
 from tests.support.live_server import LiveServer
+from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
@@ -62,8 +62,17 @@ def test_simulate_baseline_posts_every_point_once(live_server: LiveServer, tmp_p
 @pytest.mark.timeout(180)
 def test_simulate_ctrl_c_then_resume(live_server: LiveServer, tmp_path: Path) -> None:
     args = ("--preset", "baseline", "--name", "resumed")
-    proc = _simulate(live_server, tmp_path, *args, "--speed", "10", "--burst", "0.2")
-    time.sleep(4)
+    # Slow enough (about 40 s for the rest) that it cannot finish before the SIGINT however
+    # busy the machine is; the SIGINT comes once points are known to be on the server.
+    proc = _simulate(live_server, tmp_path, *args, "--speed", "2", "--burst", "0.2")
+
+    def mid_run() -> bool:
+        assert proc.poll() is None, proc.communicate()[0]  # finished or failed before SIGINT
+        with live_server.client() as c:
+            runs = c.get("/api/v1/runs", params={"project": "sim"}).json()["runs"]
+        return bool(runs) and (runs[0]["last_step"] or 0) > 0
+
+    wait_for(mid_run, timeout=120, interval=0.2)
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 130, out
