@@ -50,6 +50,11 @@ def _config_value(v: Any) -> Any:
 
 
 def _no_fit(fit: dict[str, Any]) -> str:
+    """Why a run has no curve: the fit's own message when it has one (a collapse, a run a
+    sigmoid does not describe), else "no fit yet" with the number of points."""
+    msg = fit.get("message")
+    if msg and fit.get("status") not in (None, "pending"):
+        return str(msg)
     n = fit.get("n_points")
     return f"no fit yet ({n} points)" if n is not None else "no fit yet"
 
@@ -233,6 +238,9 @@ def verdict_lines(comparison: dict[str, Any] | None, unit: str) -> list[dict[str
     if not comparison:
         return []
     out = []
+    if comparison.get("message"):  # the engine could not compare these runs: say why
+        out.append({"pair": "these runs", "rule": str(comparison["message"]),
+                    "crossover": "", "winner": ""})
     for pair in comparison.get("pairs") or []:
         a, b = pair["runs"]
         d = pair["decision"]

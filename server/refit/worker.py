@@ -4,8 +4,9 @@ Ingestion only bumps a counter on the series (the refit seam), so an ingest requ
 for a fit. This thread claims dirty series with a lease (never two workers on one series, even
 across processes), fits them warm-started from their previous fit, stores every fit as history
 and tells listeners (alert evaluation). Bursts of ingests coalesce: however many batches arrived
-while a fit ran, the next claim fits the series once more. A failing fit is logged and counted;
-ingestion never notices.
+while a fit ran, the next claim fits the series once more. A fit that raises is logged, counted
+and stored as an `insufficient_data` fit whose message says "fit failed: ..."; ingestion never
+notices.
 """
 
 from __future__ import annotations
@@ -73,30 +74,45 @@ class Refitter(PollingWorker):
             metric, previous = self.store.latest_fit(item.run_id, item.metric)
             requested, compute, values, steps = self.store.series_snapshot(item.series_id)
             options = fit_options_for(context)
-            warm = None
-            if previous and previous.get("status") != "insufficient_data":
-                try:
-                    warm = FitResult.from_dict(previous)
-                except (KeyError, TypeError, ValueError):
-                    warm = None
-            t0 = time.perf_counter()
-            result = fit_curve(np.asarray(compute), np.asarray(values), options, previous=warm,
-                               steps=np.asarray(steps))
-            stored = fit_record(
-                result, metric=metric, fit_seconds=round(time.perf_counter() - t0, 4)
-            )
         except Exception:  # noqa: BLE001 - a bad series must not stop the others
-            log.exception("fit of run %s metric %s failed", item.run_id, item.metric)
+            log.exception("loading run %s metric %s to fit failed", item.run_id, item.metric)
             if self.metrics is not None:
                 self.metrics.fit_done(False)
             # Mark it done so a deterministic failure does not spin; new points retry it.
             self.store.finish_refit(item.series_id, self.owner, item.requested, None, False)
             return
+        warm = None
+        if previous and previous.get("status") != "insufficient_data":
+            try:
+                warm = FitResult.from_dict(previous)
+            except (KeyError, TypeError, ValueError):
+                warm = None
+        t0 = time.perf_counter()
+        ok = True
+        try:
+            result = fit_curve(np.asarray(compute), np.asarray(values), options, previous=warm,
+                               steps=np.asarray(steps))
+        except Exception as exc:  # noqa: BLE001 - a bad series must not stop the others
+            # Points the store accepts can still break the engine (compute spanning 1e-300 ..
+            # 1e300, values at the ends of float range). Store the failure as the series' fit:
+            # readers then show why instead of "pending" forever, and it is not re-queued until
+            # new points arrive.
+            log.exception("fit of run %s metric %s failed", item.run_id, item.metric)
+            ok = False
+            result = FitResult(
+                status="insufficient_data",
+                message=f"fit failed: {type(exc).__name__}: {exc}"[:500],
+                n_points=len(values),
+                target_compute=options.target_compute,
+                value_range=options.value_range,
+            )
+        stored = fit_record(result, metric=metric, fit_seconds=round(time.perf_counter() - t0, 4))
         fit_id = self.store.finish_refit(
-            item.series_id, self.owner, max(requested, item.requested), stored, options.intervals
+            item.series_id, self.owner, max(requested, item.requested), stored,
+            options.intervals and ok,
         )
         if self.metrics is not None:
-            self.metrics.fit_done(True)
+            self.metrics.fit_done(ok)
         stored["fit_id"] = fit_id
         for listener in self.listeners:
             try:

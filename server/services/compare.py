@@ -7,6 +7,7 @@ same way in both places.
 
 from __future__ import annotations
 
+import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -14,9 +15,12 @@ from typing import Any
 import numpy as np
 
 from server.fitting import FitResult, compare_fits
+from server.fitting.compare import SAME_A_MARGIN
 from server.services.fits import latest_or_pending, public_fit
 from server.store.base import PointsPage, Store
 from server.store.fit_records import FitRecord
+
+log = logging.getLogger("scalewatch.compare")
 
 
 @dataclass
@@ -67,16 +71,36 @@ def load_compare_inputs(
 
 
 def compare_inputs(inputs: list[CompareInput], budget: float | None = None) -> dict[str, Any]:
-    """`compare_fits` over loaded inputs (the paper's verdict, crossovers, winner at budget)."""
-    series = {
-        i.label: (
-            np.asarray(i.points.compute, dtype=float),
-            np.asarray(i.points.values, dtype=float),
-            FitResult.from_dict(i.fit),
-        )
-        for i in inputs
-    }
-    return compare_fits(series, budget=budget)
+    """`compare_fits` over loaded inputs (the paper's verdict, crossovers, winner at budget).
+
+    When the engine raises (the same-asymptote rule refits every stored point at a fixed A,
+    including points the run's warmup / fit_until kept out of its own fit, e.g. compute of
+    1e-300), the answer is the runs without a verdict and a `message` saying why: the caller
+    still shows each run's fit, and nothing answers a 500.
+    """
+    try:
+        series = {
+            i.label: (
+                np.asarray(i.points.compute, dtype=float),
+                np.asarray(i.points.values, dtype=float),
+                FitResult.from_dict(i.fit),
+            )
+            for i in inputs
+        }
+        return compare_fits(series, budget=budget)
+    except Exception as exc:  # noqa: BLE001 - any engine failure becomes a message
+        log.exception("comparing %s failed", [i.run["id"] for i in inputs])
+        return {
+            "budget": budget,
+            "margin": SAME_A_MARGIN,
+            "runs": {
+                i.label: {k: i.fit.get(k) for k in ("status", "A", "A_lower_bound", "B", "C_mid",
+                                                   "R0")}
+                for i in inputs
+            },
+            "pairs": [],
+            "message": f"comparison failed: {type(exc).__name__}: {exc}"[:500],
+        }
 
 
 def api_response(
