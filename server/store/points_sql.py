@@ -51,6 +51,34 @@ WITH up AS (
 SELECT count(*) FILTER (WHERE overwritten) FROM up
 """
 
+_PG_RUN_SUMMARY = """
+UPDATE runs SET last_seen_at = %s,
+    last_step = CASE WHEN last_step IS NULL OR last_step <= %s THEN %s ELSE last_step END,
+    last_compute = CASE WHEN last_step IS NULL OR last_step <= %s THEN %s ELSE last_compute END
+WHERE id = %s
+RETURNING fit_metric
+"""
+
+_PG_SERIES = "SELECT name, id, last_step FROM series WHERE run_id = %s"
+
+# Every series of the batch in one statement: counters always move, the latest value only when
+# the batch reaches at least as far as what is stored (a replayed old batch must not turn back
+# the summary), and the fit metric's refit counter (the refitter's marker) is bumped.
+_PG_SERIES_SUMMARY = """
+UPDATE series AS s SET updated_at = %s,
+    n_points = s.n_points + u.inserted,
+    last_step = CASE WHEN s.last_step IS NULL OR s.last_step <= u.step
+                     THEN u.step ELSE s.last_step END,
+    last_compute = CASE WHEN s.last_step IS NULL OR s.last_step <= u.step
+                        THEN u.compute ELSE s.last_compute END,
+    last_value = CASE WHEN s.last_step IS NULL OR s.last_step <= u.step
+                      THEN u.value ELSE s.last_value END,
+    refit_requested = s.refit_requested + u.refit
+FROM unnest(%s::int[], %s::bigint[], %s::bigint[], %s::float8[], %s::float8[], %s::int[])
+     AS u(id, inserted, step, compute, value, refit)
+WHERE s.id = u.id
+"""
+
 _SQLITE_UPSERT = (
     "INSERT INTO points (series_id, step, compute, value, wall_time) VALUES (?, ?, ?, ?, ?) "
     "ON CONFLICT (series_id, step) DO UPDATE SET compute = excluded.compute, "
@@ -96,6 +124,9 @@ class PointsMixin(SqlBase):
             by_metric[row.metric].append(row)
 
         with self.session() as s:
+            if self.dialect == "postgresql" and rows:
+                inserted_total = self._ingest_pg(s, run_id, by_metric)
+                return len(dedup), len(dedup) - inserted_total
             if self.dialect == "sqlite":
                 # SQLite has no row locks (FOR UPDATE is ignored) and pysqlite begins the
                 # transaction only at the first write, so two batches could both read "nothing
@@ -127,6 +158,80 @@ class PointsMixin(SqlBase):
                 inserted[metric] = len(batch) - overwritten
             self._update_summaries(s, run, series_ids, by_metric, inserted)
             return len(dedup), len(dedup) - sum(inserted.values())
+
+    def _ingest_pg(self, s: Session, run_id: int, by_metric: dict[str, list[PointRow]]) -> int:
+        """The PostgreSQL ingest in five round trips, whatever the number of metrics: run row
+        (lock + summary), series, one COPY, one summary UPDATE, commit. Returns rows inserted.
+
+        Plain SQL on the driver connection (prepared by psycopg after a few calls): building
+        SQLAlchemy expressions per series cost more CPU than the database work itself."""
+        raw: Any = s.connection().connection.driver_connection  # psycopg's
+        now = utcnow()
+        newest_all = max((r for b in by_metric.values() for r in b), key=lambda r: r.step)
+        with raw.cursor() as cur:
+            # The UPDATE takes the run row's lock (concurrent batches of one run serialise
+            # here; lock order run, then series) and moves the run summary, which depends on
+            # the batch alone. Every SET sees the old row, as in one SQL UPDATE.
+            cur.execute(_PG_RUN_SUMMARY, (now, newest_all.step, newest_all.step,
+                                          newest_all.step, newest_all.compute, run_id))
+            run = cur.fetchone()
+            if run is None:
+                raise NotFound(f"run {run_id} not found")
+            fit_metric_explicit = run[0]
+            # A statement of its own, after the lock: its snapshot sees what the previous
+            # holder of the lock committed (a CTE would read from before the wait).
+            cur.execute(_PG_SERIES, (run_id,))
+            found = cur.fetchall()
+        names = sorted(by_metric)
+        if any(n not in {r[0] for r in found} for n in names):
+            series_ids, last_steps = self._ensure_series(s, run_id, names)
+        else:
+            series_ids = {r[0]: r[1] for r in found}
+            last_steps = {r[0]: r[2] for r in found}
+        inserted: dict[str, int] = {}
+        appends: list[tuple[int, list[PointRow]]] = []
+        for metric in sorted(by_metric, key=lambda m: series_ids[m]):
+            batch = by_metric[metric]
+            last = last_steps.get(metric)
+            if last is None or min(r.step for r in batch) > last:
+                appends.append((series_ids[metric], batch))  # nothing can conflict
+                inserted[metric] = len(batch)
+            else:
+                inserted[metric] = len(batch) - self._upsert_series_points(
+                    s, series_ids[metric], batch
+                )
+        if appends:
+            self._copy_points(raw, appends)
+        fit_metric = resolve_fit_metric(fit_metric_explicit, list(series_ids))
+        ids, counts, steps, computes, values, refits = [], [], [], [], [], []
+        for metric in sorted(by_metric, key=lambda m: series_ids[m]):
+            newest = max(by_metric[metric], key=lambda r: r.step)
+            ids.append(series_ids[metric])
+            counts.append(inserted[metric])
+            steps.append(newest.step)
+            computes.append(newest.compute)
+            values.append(newest.value)
+            refits.append(1 if metric == fit_metric else 0)  # the refit marker
+        with raw.cursor() as cur:
+            cur.execute(_PG_SERIES_SUMMARY, (now, ids, counts, steps, computes, values, refits))
+        return sum(inserted.values())
+
+    @staticmethod
+    def _copy_points(raw: Any, appends: list[tuple[int, list[PointRow]]]) -> None:
+        # One COPY for every appended series. Text format built in one go: repr() of a float
+        # is its exact shortest form and values were validated finite: nothing needs escaping.
+        null = "\\N"
+        data = "".join(
+            f"{sid}\t{r.step}\t{r.compute!r}\t{r.value!r}\t"
+            f"{null if r.wall_time is None else repr(r.wall_time)}\n"
+            for sid, batch in appends
+            for r in batch
+        )
+        with (
+            raw.cursor() as cur,
+            cur.copy("COPY points (series_id, step, compute, value, wall_time) FROM STDIN") as cp,
+        ):
+            cp.write(data.encode())
 
     def _ensure_series(
         self, s: Session, run_id: int, names: list[str]
@@ -165,26 +270,8 @@ class PointsMixin(SqlBase):
         return existing, last_steps
 
     def _append_series_points(self, s: Session, sid: int, batch: list[PointRow]) -> None:
-        conn = s.connection()
-        if conn.dialect.name == "postgresql":
-            raw = conn.connection.driver_connection
-            # COPY text format built in one go: repr() of a float is its exact shortest form
-            # and values were validated finite, so nothing needs escaping.
-            null = "\\N"
-            data = "".join(
-                f"{sid}\t{r.step}\t{r.compute!r}\t{r.value!r}\t"
-                f"{null if r.wall_time is None else repr(r.wall_time)}\n"
-                for r in batch
-            )
-            with (
-                raw.cursor() as cur,
-                cur.copy(
-                    "COPY points (series_id, step, compute, value, wall_time) FROM STDIN"
-                ) as copy,
-            ):
-                copy.write(data.encode())
-            return
-        conn.exec_driver_sql(
+        """SQLite's append (PostgreSQL's is the COPY in `_copy_points`)."""
+        s.connection().exec_driver_sql(
             "INSERT INTO points (series_id, step, compute, value, wall_time) "
             "VALUES (?, ?, ?, ?, ?)",
             [(sid, r.step, r.compute, r.value, r.wall_time) for r in batch],
