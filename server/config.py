@@ -75,7 +75,8 @@ class Settings(BaseSettings):
     # `serve --demo`: simulated trainers inside the server process (server/demo/). Speed in
     # evaluations per second per run; burst: fraction of each run's budget logged at start.
     demo: bool = False
-    demo_speed: float = 2.0
+    # evaluations/s per demo run: one every 25 s keeps the demo live for 15+ minutes
+    demo_speed: float = 0.04
     demo_burst: float = 0.4
 
     @field_validator(

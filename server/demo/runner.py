@@ -19,6 +19,8 @@ import threading
 import warnings
 from pathlib import Path
 
+import numpy as np
+
 from server.config import Settings
 from server.demo import api
 from server.demo.presets import DEMO_PRESETS, DEMO_PROJECT, PRESETS
@@ -30,6 +32,22 @@ log = logging.getLogger("scalewatch.demo")
 
 TOKEN_NAME = "demo-trainer"
 DEMO_SEED = 0
+# The run whose data mix changes starts this many evaluations before the change, so a visitor
+# sees its alert open within a few minutes although the demo's pace is slow.
+DROP_LEAD_EVALS = 4
+
+
+def demo_bursts(sims: list[SimRun], burst: float) -> list[float]:
+    """Each run's burst: `burst` of its evaluations at once, but a run with a data-mix change
+    up to DROP_LEAD_EVALS evaluations before it (so the alert comes early in the demo)."""
+    out = []
+    for sim in sims:
+        b = burst
+        if sim.recipe.drop is not None:
+            change = int(np.searchsorted(sim.traj.eval_compute, sim.recipe.drop.at))
+            b = max(b, max(0, change - DROP_LEAD_EVALS) / sim.traj.n_chunks)
+        out.append(b)
+    return out
 
 
 def local_url(settings: Settings) -> str:
@@ -143,10 +161,11 @@ class DemoWorker:
             real.join(60.0)
             return
         print(f"scalewatch demo: {len(self.sims)} simulated runs live in project "
-              f"{DEMO_PROJECT!r} ({self.settings.demo_speed:g} evaluations/s each, "
+              f"{DEMO_PROJECT!r} (one evaluation every {1 / self.settings.demo_speed:.3g} s "
+              "each, "
               f"{self.settings.demo_burst:.0%} of each budget at once)", flush=True)
         completed = drive(self.sims, self.settings.demo_speed, self._stop,
-                          burst=self.settings.demo_burst)
+                          burst=demo_bursts(self.sims, self.settings.demo_burst))
         if completed:
             print("scalewatch demo: all simulated runs reached their target compute", flush=True)
         else:

@@ -185,26 +185,34 @@ class SimRun:
 Progress = Callable[[SimRun, int], None]
 
 
+def burst_chunk(sim: SimRun, burst: float) -> int:
+    """The first chunk after a burst of ``burst`` (a fraction of the run's evaluations)."""
+    return math.ceil(burst * sim.traj.n_chunks)
+
+
 def drive(
     sims: Sequence[SimRun],
     speed: float,
     stop: threading.Event,
-    burst: float = 0.0,
+    burst: float | Sequence[float] = 0.0,
     progress: Progress | None = None,
     tick: float = 0.1,
 ) -> bool:
     """Log every run at ``speed`` evaluations per second after a ``burst`` (fraction of each
-    run's evaluations logged at once); finish each run when it reaches its budget.
+    run's evaluations logged at once; one for all runs or one per run); finish each run when
+    it reaches its budget.
 
     Returns True when all runs are done, False when ``stop`` was set first (the runs are left
     unfinished, so the next start resumes them).
     """
     if speed <= 0 or not math.isfinite(speed):
         raise ValueError(f"speed must be a positive number of evaluations per second: {speed}")
+    bursts = [float(burst)] * len(sims) if isinstance(burst, (int, float)) else list(burst)
+    if len(bursts) != len(sims):
+        raise ValueError(f"{len(bursts)} bursts for {len(sims)} runs")
     base: dict[int, int] = {}
     for i, sim in enumerate(sims):
-        burst_chunk = math.ceil(burst * sim.traj.n_chunks)
-        base[i] = max(sim.next_chunk, burst_chunk)
+        base[i] = max(sim.next_chunk, burst_chunk(sim, bursts[i]))
     t0 = time.monotonic()
     while True:
         live = int((time.monotonic() - t0) * speed)

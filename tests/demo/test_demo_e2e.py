@@ -18,6 +18,9 @@ from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.slow
 DROP_RUN = PRESETS["drop"].name
+# The default pace keeps the demo live for 15+ minutes (tests/demo/test_demo_pacing.py); these
+# tests replay it at 2 evaluations/s per run.
+FAST_DEMO = {"SCALEWATCH_DEMO_SPEED": "2"}
 
 
 def _runs(c: httpx.Client) -> list[dict[str, Any]]:
@@ -77,7 +80,8 @@ def _drop_alert(server: LiveServer, c: httpx.Client, t0: float) -> dict[str, Any
 
 @pytest.mark.timeout(300)
 def test_demo_no_auth_then_restart_resumes(tmp_path: Path, sqlite_url: str) -> None:
-    server = LiveServer(sqlite_url, home=tmp_path / "home", extra_args=["--demo"])
+    server = LiveServer(sqlite_url, home=tmp_path / "home", extra_args=["--demo"],
+                        extra_env=FAST_DEMO)
     t0 = time.monotonic()
     server.start()
     try:
@@ -127,7 +131,8 @@ def test_demo_no_auth_then_restart_resumes(tmp_path: Path, sqlite_url: str) -> N
 
 @pytest.mark.timeout(200)
 def test_demo_with_auth(tmp_path: Path, sqlite_url: str) -> None:
-    server = LiveServer(sqlite_url, auth=True, home=tmp_path / "home", extra_args=["--demo"])
+    server = LiveServer(sqlite_url, auth=True, home=tmp_path / "home", extra_args=["--demo"],
+                        extra_env=FAST_DEMO)
     t0 = time.monotonic()
     server.start()
     try:

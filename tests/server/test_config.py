@@ -55,7 +55,7 @@ def test_defaults(env: pytest.MonkeyPatch, tmp_path: Path) -> None:
     )
     assert (s.refit_interval, s.alert_interval) == (0.5, 15.0)
     assert (s.webhook_backoff, s.webhook_max_attempts, s.webhook_timeout) == (30.0, 20, 10.0)
-    assert (s.demo, s.demo_speed, s.demo_burst) == (False, 2.0, 0.4)
+    assert (s.demo, s.demo_speed, s.demo_burst) == (False, 0.04, 0.4)
     assert s.base_url == "http://127.0.0.1:8765"
 
 
