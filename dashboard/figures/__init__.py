@@ -14,12 +14,19 @@ from dashboard.figures.common import (
     fmt,
     forecast_text,
     log_ticks,
+    plural,
     rgba,
     run_color,
     unit_label,
 )
 from dashboard.figures.compare import ceiling_figure, compare_figure
-from dashboard.figures.run import fit_caption, history_figure, residuals_figure, run_figure
+from dashboard.figures.run import (
+    fit_caption,
+    forecast_headline,
+    history_figure,
+    residuals_figure,
+    run_figure,
+)
 
 __all__ = [
     "PALETTE",
@@ -29,9 +36,11 @@ __all__ = [
     "empty_figure",
     "fit_caption",
     "fmt",
+    "forecast_headline",
     "forecast_text",
     "history_figure",
     "log_ticks",
+    "plural",
     "residuals_figure",
     "rgba",
     "run_color",

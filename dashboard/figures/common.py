@@ -66,6 +66,11 @@ def fmt(v: float | None, digits: int = 3) -> str:
     return f"{v:.{digits}g}" if abs(v) < 1 else f"{v:.{digits}g}".rstrip(".")
 
 
+def plural(n: int, noun: str) -> str:
+    """ "1 alert", "2 alerts", "1,000 runs" (English plural with an s)."""
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
+
+
 def a_text(fit: dict[str, Any] | None) -> str:
     """A with its 95% interval, "≥ x" when unidentified, "–" without a fit."""
     if not fit:

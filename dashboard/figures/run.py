@@ -51,6 +51,32 @@ def fit_caption(fit: dict[str, Any] | None, unit: str) -> str:
     return " · ".join(parts)
 
 
+def forecast_headline(
+    fit: dict[str, Any] | None, target: float | None, unit: str
+) -> dict[str, str]:
+    """The Run page's headline: the forecast at the target (forecast_text) and what it means.
+
+    {"label": "forecast at 16,000 GPU-hours", "value": "0.601 [0.58, 0.62]", "note": "..."}.
+    Without a forecast the value is "–" and the note says why (the fit's own message).
+    """
+    label = f"forecast at {fmt(target)} {unit}" if target else "forecast at target"
+    value = forecast_text(fit)
+    if not target:
+        return {"label": label, "value": "–",
+                "note": "set the run's target compute to get a forecast"}
+    if not fit or value == "–":
+        msg = (fit or {}).get("message") or "no fit yet"
+        return {"label": label, "value": "–", "note": str(msg)}
+    brk = fit.get("break")
+    if brk and brk.get("regime") != "fitted" and brk.get("ceiling_upper") is not None:
+        note = "the run broke below its curve: an upper bound, not a forecast"
+    elif fit.get("status") != "ok":
+        note = "95% prediction interval; the ceiling A is not identified yet"
+    else:
+        note = "median with its 95% prediction interval"
+    return {"label": label, "value": value, "note": note}
+
+
 def run_figure(
     points: dict[str, Any],
     fit: dict[str, Any] | None,

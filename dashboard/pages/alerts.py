@@ -9,6 +9,7 @@ from dash.exceptions import PreventUpdate
 
 from dashboard import data
 from dashboard.components import DashContext, column, empty_state, table
+from dashboard.figures import plural
 from server.store.base import Store
 
 PATH = "/alerts"
@@ -46,7 +47,7 @@ def layout(state: str | None = None, **_: Any) -> html.Div:
                         options=STATES,
                         value=state or "active",
                         clearable=False,
-                        style={"width": 240},
+                        style={"width": 300},  # "open and acknowledged" fits untruncated
                     ),
                     html.Span(id="alerts-count", className="meta"),
                     html.Span(style={"flex": 1}),
@@ -100,7 +101,7 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
     def refresh(state: str, _tick: int | None, _acked: int) -> tuple:
         got = _rows(ctx.store, state or "active")
         empty = empty_state("No alerts here. Quiet is good.") if not got["rows"] else None
-        return got["rows"], f"{got['total']:,} alerts", empty
+        return got["rows"], plural(got["total"], "alert"), empty
 
     @app.callback(
         Output("alerts-ack", "disabled"),
@@ -111,7 +112,7 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
     def selected(ids: list[int] | None, _acked: int) -> tuple:
         if not ids:
             return True, empty_state("Select an alert to see its webhook deliveries.")
-        rows = data.deliveries(ctx.store, ids[0])
+        rows = data.deliveries(ctx.store, ids[0], ctx.scope())
         if not rows:
             return False, empty_state("No delivery attempts for this alert.")
         keys = [k for k in DELIVERY_KEYS if any(k in r for r in rows)] or sorted(rows[0])

@@ -18,6 +18,7 @@ from dashboard import data
 from dashboard.components import GRAPH_CONFIG, DashContext, column, empty_state, table, to_csv
 from dashboard.figures import (
     fmt,
+    forecast_headline,
     history_figure,
     residuals_figure,
     run_figure,
@@ -100,16 +101,28 @@ def _header(d: dict[str, Any]) -> html.Div:
         bits.append(f"target {fmt(d['target'])} {d['unit']}")
     if tags:
         bits.append(f"tags {tags}")
+    head = forecast_headline(d["fit"], d.get("target"), d["unit"])
     return html.Div(
         [
             html.H2(
                 [
-                    html.Span("●", style={"color": d["color"], "marginRight": 8}),
+                    # A short line in the run's chart colour (a legend key, not a status light).
+                    html.Span(className="run-swatch", title="this run's colour in charts",
+                              style={"backgroundColor": d["color"]}),
                     run["name"],
                 ],
                 id="run-title",
             ),
             html.Div(" · ".join(bits), className="meta"),
+            html.Div(
+                [
+                    html.Div(head["label"], className="headline-label"),
+                    html.Div(head["value"], className="headline-value"),
+                    html.Div(head["note"], className="headline-note"),
+                ],
+                id="run-headline",
+                className="headline",
+            ),
         ]
     )
 

@@ -11,27 +11,40 @@ from dash.exceptions import PreventUpdate
 
 from dashboard import data
 from dashboard.components import DashContext, column, empty_state, table, to_csv
+from dashboard.figures import plural
 
 PATH = "/"
 TITLE = "Runs"
 REFRESH_MS = 3000
 
 
-def _columns(unit: str, metric: str, config_keys: list[str], alerts: bool) -> list[dict]:
+def _columns(unit: str | None, metric: str, config_keys: list[str], alerts: bool) -> list[dict]:
+    """What matters first (run, status, forecast at target, A, open alerts), the rest after.
+
+    `unit` is None when the runs shown use different compute units: the headers then say no
+    unit and a "compute unit" column says each row's.
+    """
+    u = f" ({unit})" if unit else ""
     cols = [
         column("run", "run", presentation="markdown"),
         column("status", "status"),
-        column("tags", "tags"),
-        column(f"last compute ({unit})", "last_compute", "numeric"),
-        column(f"current {metric}", "current", "numeric"),
-        column("A [95%]", "A"),
-        column("B", "B", "numeric"),
-        column("C_mid", "C_mid", "numeric"),
         column("predicted @ target [95%]", "predicted"),
-        column(f"target ({unit})", "target", "numeric"),
+        column("A [95%]", "A"),
     ]
     if alerts:
         cols.append(column("open alerts", "alerts", "numeric"))
+    cols += [
+        column(f"current {metric}", "current", "numeric"),
+        column(f"last compute{u}", "last_compute", "numeric"),
+        column(f"target{u}", "target", "numeric"),
+    ]
+    if unit is None:
+        cols.append(column("compute unit", "unit"))
+    cols += [
+        column("B", "B", "numeric"),
+        column("C_mid", "C_mid", "numeric"),
+        column("tags", "tags"),
+    ]
     cols += [column(k, k, "any") for k in config_keys]
     return cols
 
@@ -69,7 +82,7 @@ def layout(project: str | None = None, **_: Any) -> html.Div:
             html.Div(id="runs-empty"),
             table(
                 "runs-table",
-                _columns("compute", "value", [], False),
+                _columns(None, "value", [], False),
                 data=[],
                 row_selectable="multi",
                 selected_row_ids=[],
@@ -115,7 +128,7 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
         metrics = {r["metric"] for r in rows}
         alerts = any(r["alerts"] is not None for r in rows)
         cols = _columns(
-            units.pop() if len(units) == 1 else "compute",
+            units.pop() if len(units) == 1 else None,
             metrics.pop() if len(metrics) == 1 else "value",
             table_["config_keys"],
             alerts,
@@ -126,7 +139,7 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
         ).hexdigest()
         if new_digest == digest:
             raise PreventUpdate  # nothing changed: send nothing
-        count = f"{table_['total']:,} runs" + (
+        count = plural(table_["total"], "run") + (
             f" (showing {table_['shown']:,})" if table_["shown"] < table_["total"] else ""
         )
         empty = (
