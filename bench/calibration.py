@@ -126,8 +126,9 @@ def row(label: str, method: str, rows: list[tuple[dict, dict]], oracle: str) -> 
         wrong = sum(1 for r, o in ok if o["a_hat"] is not None
                     and abs(o["a_hat"] - r["a_true"]) > 0.05)
     ms = np.median([o["ms"] for _, o in rows])
-    f0 = [o["piv0"][0] <= r["obs_end"] <= o["piv0"][1] for r, o in rows if o.get("piv0")]
-    f0_w = [o["piv0"][1] - o["piv0"][0] for _, o in rows if o.get("piv0")]
+    with0 = [(r, o) for r, o in rows if o.get("piv0") and np.all(np.isfinite(o["piv0"]))]
+    f0 = [o["piv0"][0] <= r["obs_end"] <= o["piv0"][1] for r, o in with0]
+    f0_w = [o["piv0"][1] - o["piv0"][0] for _, o in with0]
     return (f"  {label:7s} {method:9s} {len(rows):4d}  {ident}  {oracle:6s}  {_pct(a_cov)}  "
             f"{_q(a_w, .5)}  {_q(err, .5)}  {_q(err, .9)}  {_pct(f_cov)}  {_q(f_w, .5)}  "
             f"{wrong:5d}     {ms:6.1f}  {_pct(f0)} {_q(f0_w, .5)}")

@@ -21,7 +21,7 @@ MIN_DISTINCT = 4
 COARSE = (12, 8)  # coarse (m, B) check grid used to validate warm starts
 ID_MAX_WIDTH = 0.1  # A interval wider than this -> unidentified
 EDGE_EPS = 1e-3
-KNEE_FACTOR = 2.0  # the fit window must reach KNEE_FACTOR * C_mid to claim A
+KNEE_FACTOR = 1.5  # the window must reach KNEE_FACTOR x the upper bound of C_mid to claim A
 MIN_RISE = 0.3  # ... and the fitted curve must cover this fraction of its gain in the window
 MIN_REGIME = 12  # evaluations since a break needed to fit the new regime
 
@@ -359,7 +359,7 @@ def finish(prep: Prepared, options: FitOptions, pf: PointFit) -> FitResult:
     # of C_mid can look like a plateau when persistent noise flattens its end, and claiming
     # A there is how forecasts end up confidently wrong.
     pre_knee = ci is not None and prep.fit_range is not None and \
-        ci["C_mid"][1] > prep.fit_range[1]
+        KNEE_FACTOR * ci["C_mid"][1] > prep.fit_range[1]
     if at_edge or wide or pre_knee:
         # The curve rises monotonically towards A, so A is at least the curve's level at the
         # end of the window; that level is well determined even when A is not, which makes it

@@ -53,7 +53,9 @@ def test_covers_new_evaluations_at_the_target(backtests) -> None:
     # calibrated (the issue's band, 90-97%, with room for 120 runs' sampling error), and the
     # misspecification allowance costs over-coverage.
     assert 0.90 <= np.mean(stat_hits) <= 0.98, np.mean(stat_hits)
-    assert 0.93 <= np.mean(hits) <= 0.995, np.mean(hits)
+    # With the allowance (learned on real curves, which drift off the sigmoid beyond the
+    # window) it covers more: on exact sigmoids that is over-coverage by design.
+    assert np.mean(hits) >= max(np.mean(stat_hits), 0.95), np.mean(hits)
     # The curve interval is for the noiseless curve and still covers it.
     assert 0.88 <= np.mean(curve_hits) <= 1.0, np.mean(curve_hits)
 
