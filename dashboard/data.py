@@ -12,6 +12,7 @@ from dashboard.figures import a_text, fmt, forecast_text, run_color, unit_label
 from server import limits
 from server.services.compare import compare_inputs, load_compare_inputs
 from server.services.fits import latest_or_pending
+from server.scopes import redact_delivery
 from server.store.base import NotFound, PointsPage, RunQuery, Store
 
 MAX_SCREEN_POINTS = 2000  # per series on screen; longer series are downsampled in the database
@@ -53,6 +54,8 @@ def _no_fit(fit: dict[str, Any]) -> str:
     """Why a run has no curve: the fit's own message when it has one (a collapse, a run a
     sigmoid does not describe), else "no fit yet" with the number of points."""
     msg = fit.get("message")
+    if msg and fit.get("status") == "insufficient_data":
+        return f"no fit yet: {msg}"  # the same words as the Run page's caption
     if msg and fit.get("status") not in (None, "pending"):
         return str(msg)
     n = fit.get("n_points")
@@ -323,14 +326,16 @@ def alerts_table(
     return {"rows": rows, "total": total}
 
 
-def deliveries(store: Store, alert_id: int) -> list[dict[str, Any]]:
-    """One row per webhook attempt (a delivery not yet attempted shows as one row)."""
+def deliveries(store: Store, alert_id: int, scope: str) -> list[dict[str, Any]]:
+    """One row per webhook attempt (a delivery not yet attempted shows as one row), as a
+    token of `scope` may see them (`redact_delivery`, like the API: below admin the URL's host
+    only, read scope a generic error). `scope` has no default so no caller forgets it."""
     try:
         found = store.alert_deliveries(alert_id)
     except NotFound:
         return []
     rows = []
-    for d in found:
+    for d in (redact_delivery(x, scope) for x in found):
         base = {"event": d.get("event"), "url": d.get("url"), "state": d.get("state")}
         log = d.get("attempt_log") or [{}]
         for a in log:

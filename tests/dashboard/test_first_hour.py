@@ -36,6 +36,8 @@ def test_a_run_without_a_curve_shows_the_fits_message() -> None:
                            "describe this run"}
     run = {"id": 7, "name": "r", "status": "running", "fit_metric": "v", "fit": collapse}
     assert run_row(run, 0)["A"] == collapse["message"]
+    few = {"status": "insufficient_data", "n_points": 3, "message": "3 usable points, need 5"}
+    assert run_row({**run, "fit": few}, 0)["A"] == "no fit yet: 3 usable points, need 5"
     pending = {"status": "pending", "n_points": 3, "message": "fit queued"}
     assert run_row({**run, "fit": pending}, 0)["A"] == "no fit yet (3 points)"
 
