@@ -43,6 +43,15 @@ class DashContext:
         req = flask.request
         return has_scope(request_info(self.state, dict(req.headers), dict(req.cookies)), scope)
 
+    def scope(self) -> str:
+        """The scope of the current Dash request's token ("admin" with auth off: the user
+        runs the server), "" when there is none; what it may see of webhooks depends on it."""
+        if not self.auth:
+            return "admin"
+        req = flask.request
+        info = request_info(self.state, dict(req.headers), dict(req.cookies))
+        return str(info["scope"]) if info else ""
+
 
 TABLE_STYLE: dict[str, Any] = {
     "style_table": {"overflowX": "auto"},

@@ -10,9 +10,9 @@ from typing import Any
 
 from dashboard.figures import a_text, fmt, forecast_text, run_color, unit_label
 from server import limits
+from server.scopes import redact_delivery
 from server.services.compare import compare_inputs, load_compare_inputs
 from server.services.fits import latest_or_pending
-from server.scopes import redact_delivery
 from server.store.base import NotFound, PointsPage, RunQuery, Store
 
 MAX_SCREEN_POINTS = 2000  # per series on screen; longer series are downsampled in the database
