@@ -66,6 +66,10 @@ W = TypeVar("W", bound="PollingWorker")
 
 class PollingWorker:
     thread_name = "scalewatch-worker"
+    # After an idle pass, at least this long before the next one, however often `notify()` is
+    # called: every ingest notifies the refitter, and a pass per request (a database query
+    # finding nothing to do) cost as much CPU as the ingest itself with many trainers.
+    notify_gap = 0.0
 
     def __init__(self, poll_interval: float) -> None:
         self.poll_interval = poll_interval
@@ -109,4 +113,6 @@ class PollingWorker:
                 worked = 0
             if not worked:
                 self._wake.wait(self.poll_interval)
+                if self.notify_gap > 0:
+                    self._stop.wait(self.notify_gap)  # notifications meanwhile: one pass
                 self._wake.clear()

@@ -39,6 +39,7 @@ FitListener = Callable[[dict[str, Any], int, FitRecord, FitRecord | None], None]
 
 class Refitter(PollingWorker):
     thread_name = "scalewatch-refit"
+    notify_gap = 0.05  # a fit starts at most 50 ms after the ingest that asked for it
 
     def __init__(
         self,
