@@ -93,3 +93,25 @@ def test_overrides_win_and_none_means_not_given(env: pytest.MonkeyPatch) -> None
 def test_variable_names() -> None:
     names = set(SERVER_VARIABLES) | {"SCALEWATCH_HOME", "SCALEWATCH_POOL_TIMEOUT"}
     assert set(environment_variables()) == names
+
+
+def test_every_variable_is_in_the_readme_configuration_table() -> None:
+    """The README's table is where operators look: a new setting must be listed there, written
+    out or as `…_REST` in a row whose first variable starts with the same family
+    (`SCALEWATCH_WEBHOOK_BACKOFF`, `…_MAX_ATTEMPTS` is SCALEWATCH_WEBHOOK_MAX_ATTEMPTS)."""
+    import re
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    table = readme.split("### Configuration", 1)[1].split("\n\n", 2)[1]
+    listed: set[str] = set()
+    for row in table.splitlines():
+        cell = row.split("|")[1] if row.startswith("|") else ""
+        full = re.findall(r"`(SCALEWATCH_[A-Z_]+)`", cell)
+        listed.update(full)
+        parts = full[0].split("_") if full else []
+        families = {"_".join(parts[:i]) for i in range(1, len(parts))}
+        listed.update(f + "_" + rest for rest in re.findall(r"`…_([A-Z_]+)`", cell)
+                      for f in families)
+    missing = set(environment_variables()) - listed
+    assert not missing, f"missing from the README's configuration table: {sorted(missing)}"
+    assert "--webhook-allow-private`" in table  # the serve flag, in the flag column
