@@ -6,6 +6,8 @@ flags before handing over to uvicorn.
 
 from __future__ import annotations
 
+import gc
+
 from fastapi import FastAPI
 
 from server.api.app import create_app
@@ -13,4 +15,10 @@ from server.config import load_settings
 
 
 def build_app() -> FastAPI:
-    return create_app(load_settings())
+    app = create_app(load_settings())
+    # Everything built so far (Dash, SQLAlchemy metadata, pydantic models: hundreds of
+    # thousands of objects) lives as long as the process: moved out of the collector's reach,
+    # full collections no longer walk it, which showed up as 100+ ms pauses in the ingest p99.
+    gc.collect()
+    gc.freeze()
+    return app
