@@ -72,10 +72,14 @@ def plural(n: int, noun: str) -> str:
 
 
 def a_text(fit: dict[str, Any] | None) -> str:
-    """A with its 95% interval, "≥ x" when unidentified, "–" without a fit."""
+    """A with its 95% interval, "≥ x" when unidentified, "≤ x (broke)" when the run broke and
+    its new regime is not fitted yet, "–" without a fit."""
     if not fit:
         return "–"
     if fit.get("A") is None:
+        brk = fit.get("break") or {}
+        if brk.get("ceiling_upper") is not None:
+            return f"≤ {brk['ceiling_upper']:.3f} (broke)"
         lb = fit.get("A_lower_bound")
         return f"≥ {lb:.3f}" if lb is not None else "–"
     ci = (fit.get("ci") or {}).get("A")

@@ -34,7 +34,7 @@ def fit_caption(fit: dict[str, Any] | None, unit: str) -> str:
         return f"no fit yet: {msg}" if msg else "no fit yet"
     a = a_text(fit)
     parts = [
-        f"A {a}" if a.startswith("≥") else f"A = {a}",
+        f"A {a}" if a.startswith(("≥", "≤")) else f"A = {a}",
         f"B = {fmt(fit.get('B'))}",
         f"C_mid = {fmt(fit.get('C_mid'))}",
     ]
@@ -75,6 +75,30 @@ def forecast_headline(
     else:
         note = "median with its 95% prediction interval"
     return {"label": label, "value": value, "note": note}
+
+
+def _fit_traces(fit: dict[str, Any], color: str, end: float) -> list[go.Scatter]:
+    """The fit's curve, band and extrapolation; for a run that broke and whose new regime
+    cannot be fitted yet, the curve it was on up to the break (extrapolating it would promise
+    what the run no longer does) and the bound on its new ceiling from there to the end."""
+    brk = fit.get("break")
+    fr = fit.get("fit_range")
+    if not brk or brk.get("regime") == "fitted" or not fr or not brk.get("compute"):
+        return curve_traces(fit, color, "", end)
+    at = float(brk["compute"])
+    traces = curve_traces({**fit, "fit_range": [fr[0], at]}, color, "", at)
+    ceiling = brk.get("ceiling_upper")
+    if ceiling is not None:
+        traces.append(
+            go.Scatter(
+                x=[at, end], y=[ceiling, ceiling], mode="lines",
+                line={"color": "#c62828", "width": 1.5, "dash": "dot"},
+                name=f"new ceiling ≤ {ceiling:.3f}", meta="ceiling_upper",
+                hovertemplate=f"the ceiling since the break is at most {ceiling:.3f}"
+                              "<extra></extra>",
+            )
+        )  # fmt: skip
+    return traces
 
 
 def run_figure(
@@ -132,7 +156,7 @@ def run_figure(
         )
     )
     end = max(float(c.max()), target or 0.0)
-    for tr in curve_traces(fit, color, "", end) if fit else []:
+    for tr in _fit_traces(fit, color, end) if fit else []:
         fig.add_trace(tr)
     base_layout(fig, title, f"compute ({unit}, log scale)", metric, log_x=True)
     caption = fit_caption(fit, unit)

@@ -282,7 +282,9 @@ def broken(prep: Prepared, options: FitOptions, brk: Break) -> FitResult:
     where = f"step {info['step']}" if info["step"] is not None else f"compute {c_break:.4g}"
     what = (f"the run broke at {where}: its newest {brk.n_after} evaluations lie "
             f"{brk.drop:.3f} below the curve it was on")
+    why_not = f"too few evaluations since then to fit the new regime (need {MIN_REGIME})"
     if brk.n_after >= MIN_REGIME:
+        why_not = f"the {brk.n_after} evaluations since then do not pin down a new curve yet"
         after = fit_curve(c_win[brk.index:], prep.y[brk.index:],
                           replace(options, r0=None, warmup=0.0, fit_until=None,
                                   target_compute=target))
@@ -303,8 +305,7 @@ def broken(prep: Prepared, options: FitOptions, brk: Break) -> FitResult:
                             min(ceiling_upper + float(half), hi)),
         method="default", sigma=unc.sigma, tau=unc.tau, eval_sd=unc.eval_sd, q=unc.q,
         value_range=(lo, hi), break_=info,
-        message=f"{what}; too few evaluations since then to fit the new regime (need "
-                f"{MIN_REGIME}); its ceiling is at most {ceiling_upper:.3f}",
+        message=f"{what}; {why_not}; its ceiling is at most {ceiling_upper:.3f}",
     )
 
 

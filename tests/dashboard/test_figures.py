@@ -164,5 +164,11 @@ def test_run_figure_marks_a_break() -> None:
                        unit="GPU-hours", metric="m")
     texts = " ".join(a.text for a in fig.layout.annotations)
     assert "break −0.070" in texts and "broke at step 8000" in texts
+    assert "A ≤ 0.540 (broke)" in texts
     assert "≤ 0.540 (broke)" in texts
     assert any(s.x0 == 8000.0 for s in fig.layout.shapes if s.type == "line")
+    # the old curve stops at the break (no extrapolation of a curve the run left), and the
+    # bound on the new ceiling runs from there
+    metas = {t.meta: t for t in fig.data}
+    assert "extrapolation" not in metas and max(metas["fit"].x) <= 8000.0 * (1 + 1e-6)
+    assert list(metas["ceiling_upper"].y) == [0.54, 0.54]
