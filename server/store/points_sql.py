@@ -314,7 +314,7 @@ class PointsMixin(SqlBase):
     def _update_summaries(
         self,
         s: Session,
-        run: Row[Any],
+        run: Row[int, str | None],
         series_ids: dict[str, int],
         by_metric: dict[str, list[PointRow]],
         inserted: dict[str, int],
@@ -474,12 +474,12 @@ class PointsMixin(SqlBase):
                 False,
                 len(rows),
             )
-        rows = [(st, *chosen[st]) for st in sorted(chosen)]
+        picked = [(st, *chosen[st]) for st in sorted(chosen)]
         return PointsPage(
             metric,
-            [r[0] for r in rows],
-            [r[1] for r in rows],
-            [r[2] for r in rows],
+            [r[0] for r in picked],
+            [r[1] for r in picked],
+            [r[2] for r in picked],
             True,
             total,
         )
