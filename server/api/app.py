@@ -14,6 +14,7 @@ from server.api.errors import install_error_handlers
 from server.api.fitpool import FitPool
 from server.api.guards import RejectNulMiddleware, RequestGuard, SecurityHeaders
 from server.api.routes import alerts, fits, health, points, runs, tokens
+from server.api.routes.mlflow import install_mlflow
 from server.api.telemetry import Metrics, MetricsMiddleware
 from server.config import Settings
 from server.db.engine import make_engine
@@ -86,6 +87,7 @@ def create_app(settings: Settings, store: SqlStore | None = None) -> FastAPI:
     install_docs(app)
     for router in ROUTERS:
         app.include_router(router)
+    install_mlflow(app)  # MLFLOW_TRACKING_URI=<this server> (verl, TRL, NeMo-RL, SkyRL)
 
     if settings.dashboard_enabled:
         _mount_dashboard(app)

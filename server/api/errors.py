@@ -174,7 +174,11 @@ class ErrorShape:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope.get("path", "").startswith("/dashboard"):
+        # The dashboard answers HTML; the MLflow-compatible API answers MLflow's error shape,
+        # which its client parses.
+        if scope["type"] != "http" or scope.get("path", "").startswith(
+            ("/dashboard", "/api/2.0/mlflow")
+        ):
             await self.app(scope, receive, send)
             return
         start: Message | None = None

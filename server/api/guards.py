@@ -7,6 +7,7 @@ headers, and nobody can make it buffer more than `limits.MAX_BODY_BYTES`.
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
@@ -17,6 +18,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from server import limits
 
 API_PREFIX = "/api/v1/"
+# The MLflow-compatible tracking API (and its artifact routes, which answer "not served"): the
+# same token check and JSON-only bodies, answered in MLflow's error shape, with HTTP basic auth
+# accepted too because that is how MLflow's client sends MLFLOW_TRACKING_USERNAME/PASSWORD.
+MLFLOW_PREFIX = "/api/2.0/mlflow"
 _BODY_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
 
 
@@ -46,6 +51,30 @@ def bearer_from_header(value: str | None) -> str | None:
     return token.strip() if kind.lower() == "bearer" and token.strip() else None
 
 
+def token_from_header(value: str | None, allow_basic: bool = False) -> str | None:
+    """The bearer token, or with `allow_basic` the password of `Authorization: Basic` (the user
+    name is ignored: the password is the API token)."""
+    token = bearer_from_header(value)
+    if token is not None or not allow_basic or not value:
+        return token
+    kind, _, encoded = value.partition(" ")
+    if kind.lower() != "basic":
+        return None
+    try:
+        decoded = base64.b64decode(encoded.strip(), validate=True).decode("utf-8")
+    except (ValueError, UnicodeDecodeError):
+        return None
+    password = decoded.partition(":")[2]
+    return password or None
+
+
+def _refusal(mlflow: bool, status: int, detail: str) -> dict[str, str]:
+    if not mlflow:
+        return {"detail": detail}
+    code = {401: "UNAUTHENTICATED", 415: "BAD_REQUEST"}.get(status, "BAD_REQUEST")
+    return {"error_code": code, "message": detail}
+
+
 def is_json_type(content_type: str | None) -> bool:
     media = (content_type or "").split(";", 1)[0].strip().lower()
     return media == "application/json" or (
@@ -61,6 +90,8 @@ class RequestGuard:
     * `/api/v1/*` with auth on needs a valid bearer token (401) before its body is read; the
       route's dependency still checks the scope (403). The dashboard cookie is not accepted
       here, so a page on another origin cannot act through a signed-in browser (CSRF);
+    * `/api/2.0/mlflow*` (MLflow's tracking API) the same, with basic auth accepted too (the
+      password is the token) and refusals in MLflow's `{"error_code", "message"}` shape;
     * `/api/v1/*` bodies must be JSON (`Content-Type: application/json`, gzip allowed as
       Content-Encoding): 415 otherwise, which is also what a cross-site form would send.
     """
@@ -84,15 +115,18 @@ class RequestGuard:
                 await _send_json(send, 413, {"detail": _too_large()})
                 return
         path: str = scope.get("path", "")
-        if path.startswith(API_PREFIX):
+        mlflow = path.startswith(MLFLOW_PREFIX)
+        if path.startswith(API_PREFIX) or mlflow:
             settings = self.state.settings
             if settings.auth:
-                token = bearer_from_header(_header(scope, b"authorization"))
+                token = token_from_header(_header(scope, b"authorization"), allow_basic=mlflow)
                 if token is None:
                     await _send_json(
                         send,
                         401,
-                        {"detail": "missing bearer token (Authorization: Bearer <token>)"},
+                        _refusal(
+                            mlflow, 401, "missing bearer token (Authorization: Bearer <token>)"
+                        ),
                         [(b"www-authenticate", b"Bearer")],
                     )
                     return
@@ -101,7 +135,7 @@ class RequestGuard:
                     await _send_json(
                         send,
                         401,
-                        {"detail": "unknown or revoked token"},
+                        _refusal(mlflow, 401, "unknown or revoked token"),
                         [(b"www-authenticate", b"Bearer")],
                     )
                     return
@@ -116,7 +150,9 @@ class RequestGuard:
                 await _send_json(
                     send,
                     415,
-                    {"detail": "request bodies must be JSON (Content-Type: application/json)"},
+                    _refusal(
+                        mlflow, 415, "request bodies must be JSON (Content-Type: application/json)"
+                    ),
                 )
                 return
         await self.app(scope, _capped(receive), send)

@@ -180,6 +180,9 @@ class RunOut(BaseModel):
     compute_unit: str
     target_compute: float | None
     fit_metric: str
+    fit_metric_reason: str = Field(
+        "", description="why this metric is fitted: set for the run, or which rule recognised it"
+    )
     fit_settings: dict[str, Any]
     created_at: str | None
     last_seen_at: str | None

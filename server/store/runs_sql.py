@@ -10,20 +10,16 @@ from sqlalchemy.orm import Session, selectinload
 from server.db.models import Fit, Point, Project, Run, RunTag, Series, utcnow
 from server.store.base import NotFound, RunQuery
 from server.store.common import SqlBase, dialect_insert, iso
+from server.store.fit_metric import choose_fit_metric, explain_fit_metric
 
 DEFAULT_FIT_METRICS = ("val_pass_rate", "reward")
 PATCHABLE = {"status", "tags", "notes", "target_compute", "fit_metric", "fit_settings", "config"}
 
 
 def resolve_fit_metric(explicit: str | None, metric_names: set[str] | list[str]) -> str:
-    """The run's fit_metric, else val_pass_rate when the run has it, else reward."""
-    if explicit:
-        return explicit
-    names = set(metric_names)
-    for name in DEFAULT_FIT_METRICS:
-        if name in names:
-            return name
-    return DEFAULT_FIT_METRICS[-1]
+    """The run's fit_metric, else a recognised validation metric (val_pass_rate, the RL
+    frameworks' own: `server/store/fit_metric.py`), else the training reward, else reward."""
+    return choose_fit_metric(explicit, metric_names)
 
 
 class RunsMixin(SqlBase):
@@ -72,6 +68,47 @@ class RunsMixin(SqlBase):
                     update(Run).where(Run.id == run_id).values(last_seen_at=now, status="running")
                 )
             return self._run_dicts(s, [run_id])[0], created
+
+    def create_run_unique(self, project: str, name: str, **fields: Any) -> dict:
+        """A new run, never a resumed one: `name`, else `name (2)`, `name (3)`, ... (MLflow's
+        `runs/create` makes a new run each time, even under a name already taken)."""
+        for n in range(1, 10_000):
+            candidate = name if n == 1 else f"{name} ({n})"
+            if len(candidate) > 200:  # the column's size: keep the suffix, shorten the name
+                candidate = name[: 200 - len(candidate)] + candidate[len(name) :]
+            with self.session() as s:
+                pid = self._project_id(s, project)
+                taken = s.scalar(
+                    select(Run.id).where(Run.project_id == pid, Run.name == candidate)
+                )
+            if taken is None:
+                run, created = self.get_or_create_run(project, candidate, **fields)
+                if created:  # else another request took the name in between: next one
+                    return run
+        raise RuntimeError(f"no free run name for {name!r} in {project!r}")
+
+    def get_project(self, name: str | None = None, project_id: int | None = None) -> dict | None:
+        """A project by name or by id (with or without runs); None when there is none."""
+        with self.session() as s:
+            q = select(Project)
+            q = q.where(Project.name == name) if name is not None else q.where(
+                Project.id == project_id
+            )
+            found = s.scalar(q)
+            if found is None:
+                return None
+            return {"id": found.id, "name": found.name, "created_at": iso(found.created_at)}
+
+    def create_project(self, name: str) -> tuple[dict, bool]:
+        """The project of that name, created when missing (True when this call created it)."""
+        existed = self.get_project(name=name)
+        if existed is not None:
+            return existed, False
+        with self.session() as s:
+            self._project_id(s, name)
+        made = self.get_project(name=name)
+        assert made is not None  # just created
+        return made, True
 
     def get_run(self, run_id: int) -> dict:
         with self.session() as s:
@@ -206,6 +243,7 @@ class RunsMixin(SqlBase):
             run = runs.get(run_id)
             if run is None:
                 continue
+            metric_choice = explain_fit_metric(run.fit_metric, list(latest[run_id]))
             out.append(
                 {
                     "id": run.id,
@@ -217,7 +255,8 @@ class RunsMixin(SqlBase):
                     "notes": run.notes or "",
                     "compute_unit": run.compute_unit,
                     "target_compute": run.target_compute,
-                    "fit_metric": resolve_fit_metric(run.fit_metric, list(latest[run_id])),
+                    "fit_metric": metric_choice[0],
+                    "fit_metric_reason": metric_choice[1],
                     "fit_settings": run.fit_settings or {},
                     "created_at": iso(run.created_at),
                     "last_seen_at": iso(run.last_seen_at),

@@ -1,0 +1,258 @@
+"""MLflow tracking objects <-> scalewatch runs: the mapping the `/api/2.0/mlflow` routes share.
+
+Experiment -> project (experiment id = the project's id; "0", MLflow's Default experiment, is
+the project "Default"), MLflow run id = the scalewatch run id (as a string), run name -> run
+name, params -> config, tags -> tags ("key=value"; `mlflow.*` system tags are not kept),
+metrics -> points at their step with compute = step (unit "steps"), `runs/update` status ->
+status. Pure functions: no web or database here.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from server import limits
+from server.ingest import PointRow
+
+# MLflow's own request limits (mlflow/utils/validation.py): the official client splits larger
+# calls into batches of these sizes, so a larger batch is not from it.
+MAX_BATCH_METRICS = 1000
+MAX_BATCH_PARAMS_TAGS = 100
+MAX_BATCH_ENTITIES = 1000
+
+DEFAULT_EXPERIMENT_ID = "0"
+DEFAULT_EXPERIMENT_NAME = "Default"
+COMPUTE_UNIT = "steps"
+
+# Tags that steer scalewatch rather than label the run.
+TAG_FIT_METRIC = "scalewatch.fit_metric"
+TAG_TARGET_COMPUTE = "scalewatch.target_compute"
+
+# MLflow's error codes and the HTTP status its server answers them with.
+STATUS_OF = {
+    "INVALID_PARAMETER_VALUE": 400,
+    "RESOURCE_ALREADY_EXISTS": 400,
+    "BAD_REQUEST": 400,
+    "RESOURCE_DOES_NOT_EXIST": 404,
+    "ENDPOINT_NOT_FOUND": 404,
+    "UNAUTHENTICATED": 401,
+    "PERMISSION_DENIED": 403,
+    "INTERNAL_ERROR": 500,
+    "TEMPORARILY_UNAVAILABLE": 503,
+}
+
+# runs/update status -> ours; SCHEDULED/RUNNING keep a run running.
+RUN_STATUS = {
+    "RUNNING": "running",
+    "SCHEDULED": "running",
+    "FINISHED": "finished",
+    "FAILED": "failed",
+    "KILLED": "failed",
+}
+MLFLOW_STATUS = {"running": "RUNNING", "finished": "FINISHED", "failed": "FAILED"}
+
+
+class MlflowError(Exception):
+    """Answered as MLflow's `{"error_code", "message"}` with its HTTP status."""
+
+    def __init__(self, error_code: str, message: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+        self.message = message
+        self.status = STATUS_OF.get(error_code, 400)
+
+    def body(self) -> dict[str, str]:
+        return {"error_code": self.error_code, "message": self.message}
+
+
+def invalid(message: str) -> MlflowError:
+    return MlflowError("INVALID_PARAMETER_VALUE", message)
+
+
+def experiment_json(project: Mapping[str, Any]) -> dict[str, Any]:
+    exp_id = (
+        DEFAULT_EXPERIMENT_ID
+        if project["name"] == DEFAULT_EXPERIMENT_NAME
+        else str(project["id"])
+    )
+    return {
+        "experiment_id": exp_id,
+        "name": project["name"],
+        # No artifact store: the client only needs a string here, and never writes to it
+        # while it logs metrics.
+        "artifact_location": f"scalewatch:/projects/{exp_id}",
+        "lifecycle_stage": "active",
+        "tags": [],
+    }
+
+
+def parse_run_id(raw: Any) -> int:
+    """The scalewatch run id behind an MLflow run id (RESOURCE_DOES_NOT_EXIST otherwise)."""
+    text = str(raw or "")
+    if not text.isdigit() or len(text) > 10 or int(text) > 2**31 - 1:
+        raise MlflowError("RESOURCE_DOES_NOT_EXIST", f"Run '{text}' not found")
+    return int(text)
+
+
+def _millis(iso_time: str | None) -> int | None:
+    if not iso_time:
+        return None
+    from datetime import datetime
+
+    return int(datetime.fromisoformat(iso_time).timestamp() * 1000)
+
+
+def tag_pairs(run: Mapping[str, Any]) -> list[dict[str, str]]:
+    """The run's tags as MLflow key/value pairs ("k=v" -> k, v; a bare tag has value "")."""
+    out = []
+    for tag in run.get("tags") or []:
+        key, _, value = str(tag).partition("=")
+        out.append({"key": key, "value": value})
+    out.append({"key": "mlflow.runName", "value": run["name"]})
+    out.append({"key": TAG_FIT_METRIC, "value": run["fit_metric"]})
+    return out
+
+
+def run_info(run: Mapping[str, Any], experiment_id: str) -> dict[str, Any]:
+    run_id = str(run["id"])
+    info: dict[str, Any] = {
+        "run_id": run_id,
+        "run_uuid": run_id,
+        "run_name": run["name"],
+        "experiment_id": experiment_id,
+        "user_id": "",
+        "status": MLFLOW_STATUS.get(run["status"], "RUNNING"),
+        "start_time": _millis(run.get("created_at")) or 0,
+        "artifact_uri": f"scalewatch:/runs/{run_id}/artifacts",
+        "lifecycle_stage": "active",
+    }
+    if run["status"] != "running":
+        info["end_time"] = _millis(run.get("last_seen_at")) or 0
+    return info
+
+
+def run_json(run: Mapping[str, Any], experiment_id: str) -> dict[str, Any]:
+    step = run.get("last_step") or 0
+    return {
+        "info": run_info(run, experiment_id),
+        "data": {
+            "metrics": [
+                {"key": k, "value": v, "timestamp": 0, "step": step}
+                for k, v in (run.get("latest") or {}).items()
+                if v is not None
+            ],
+            "params": [
+                {"key": str(k), "value": v if isinstance(v, str) else json.dumps(v)}
+                for k, v in (run.get("config") or {}).items()
+            ],
+            "tags": tag_pairs(run),
+        },
+        "inputs": {},
+    }
+
+
+def _int(value: Any, what: str) -> int:
+    if isinstance(value, bool):
+        raise invalid(f"{what} must be an integer")
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise invalid(f"{what} must be an integer, got {value!r}") from None
+
+
+def metric_rows(metrics: Iterable[Any]) -> tuple[list[PointRow], int]:
+    """MLflow metrics -> one point per (key, step), the last one of the batch winning (as a
+    repeated log does on the server's upsert), compute = step. Non-finite values are skipped
+    and counted: MLflow stores NaN, our series cannot, and a NaN loss must not fail logging."""
+    rows: dict[tuple[str, int], PointRow] = {}
+    skipped = 0
+    for i, m in enumerate(metrics):
+        if not isinstance(m, Mapping):
+            raise invalid(f"metrics[{i}] must be an object")
+        key = m.get("key")
+        if not isinstance(key, str) or not key:
+            raise invalid(f"metrics[{i}].key is required")
+        if len(key) > limits.MAX_NAME_LENGTH:
+            raise invalid(f"metric key longer than {limits.MAX_NAME_LENGTH}: {key[:40]}...")
+        step = _int(m.get("step", 0) or 0, f"metrics[{i}].step")
+        if not 0 <= step <= limits.MAX_STEP:
+            raise invalid(f"metrics[{i}].step must be between 0 and {limits.MAX_STEP}")
+        raw = m.get("value")
+        try:
+            value = float(raw)  # type: ignore[arg-type]  # checked just below
+        except (TypeError, ValueError):
+            raise invalid(f"metrics[{i}].value must be a number") from None
+        if not math.isfinite(value):
+            skipped += 1
+            continue
+        ts = m.get("timestamp")
+        wall = float(ts) / 1000.0 if isinstance(ts, (int, float)) and ts > 0 else None
+        rows[(key, step)] = PointRow(key, step, float(step), value, wall)
+    return list(rows.values()), skipped
+
+
+def merged_config(config: Mapping[str, Any], params: Iterable[Any]) -> dict[str, Any] | None:
+    """The run's config with the params added (None when nothing changes)."""
+    out = dict(config)
+    changed = False
+    for i, p in enumerate(params):
+        if not isinstance(p, Mapping) or not isinstance(p.get("key"), str) or not p["key"]:
+            raise invalid(f"params[{i}] needs a key")
+        value = p.get("value")
+        value = "" if value is None else str(value)
+        if out.get(p["key"]) != value:
+            out[p["key"]] = value
+            changed = True
+    if not changed:
+        return None
+    if len(json.dumps(out)) > limits.MAX_CONFIG_BYTES:
+        raise invalid(f"params exceed the run's config limit ({limits.MAX_CONFIG_BYTES} bytes)")
+    return out
+
+
+def tag_changes(run: Mapping[str, Any], tags: Iterable[Any]) -> dict[str, Any]:
+    """What MLflow tags change on the run: `tags` (k=v labels), `fit_metric`, `target_compute`.
+
+    `mlflow.*` tags (user, source, git commit, run name) are the client's bookkeeping, not
+    labels anyone filters runs by, and would use up the run's 50 tags: not kept. A label that
+    would not fit a tag (100 characters) keeps its key only."""
+    current = list(run.get("tags") or [])
+    by_key = {str(t).partition("=")[0]: n for n, t in enumerate(current)}
+    changes: dict[str, Any] = {}
+    for i, t in enumerate(tags):
+        if not isinstance(t, Mapping) or not isinstance(t.get("key"), str) or not t["key"]:
+            raise invalid(f"tags[{i}] needs a key")
+        key, value = t["key"], "" if t.get("value") is None else str(t["value"])
+        if key == TAG_FIT_METRIC:
+            if not value or len(value) > limits.MAX_NAME_LENGTH:
+                raise invalid(f"{TAG_FIT_METRIC} must be a metric name")
+            changes["fit_metric"] = value
+            continue
+        if key == TAG_TARGET_COMPUTE:
+            try:
+                target = float(value)
+            except ValueError:
+                raise invalid(f"{TAG_TARGET_COMPUTE} must be a number") from None
+            if not (math.isfinite(target) and target > 0):
+                raise invalid(f"{TAG_TARGET_COMPUTE} must be positive")
+            changes["target_compute"] = target
+            continue
+        if key.startswith("mlflow."):
+            continue
+        label = f"{key}={value}" if value else key
+        if len(label) > limits.MAX_TAG_LENGTH:
+            label = key[: limits.MAX_TAG_LENGTH]
+        if key in by_key:
+            if current[by_key[key]] == label:
+                continue
+            current[by_key[key]] = label
+        elif len(current) >= limits.MAX_TAGS:
+            continue  # the run's tag budget is spent; metrics never fail over a label
+        else:
+            by_key[key] = len(current)
+            current.append(label)
+        changes["tags"] = current
+    return changes

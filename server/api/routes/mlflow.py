@@ -1,0 +1,418 @@
+"""The MLflow-compatible tracking API: `MLFLOW_TRACKING_URI=http://scalewatch:8765` is the whole
+integration for trainers that log to MLflow (verl, TRL / HF Trainer, NeMo-RL, SkyRL).
+
+Serves the calls the official client makes while tracking (experiments get-by-name / create /
+get, runs create / get / update / search / log-batch / log-metric / log-parameter / set-tag,
+metrics get-history) in MLflow's wire format and error shape; everything else under
+`/api/2.0/mlflow` and `/api/2.0/mlflow-artifacts` answers `ENDPOINT_NOT_FOUND`. The mapping
+itself lives in `server/api/mlflow_compat.py`. Auth is the REST API's: `RequestGuard` checks
+the token (bearer, or basic with the token as password) before a body is read; each call here
+checks its scope (reads: read, logging: write).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable
+from typing import Any
+
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
+
+from server import limits
+from server.api.guards import token_from_header
+from server.api.mlflow_compat import (
+    COMPUTE_UNIT,
+    DEFAULT_EXPERIMENT_ID,
+    DEFAULT_EXPERIMENT_NAME,
+    MAX_BATCH_METRICS,
+    MAX_BATCH_PARAMS_TAGS,
+    RUN_STATUS,
+    MlflowError,
+    experiment_json,
+    invalid,
+    merged_config,
+    metric_rows,
+    parse_run_id,
+    run_info,
+    run_json,
+    tag_changes,
+)
+from server.config import Settings
+from server.ingest import IngestError
+from server.scopes import SCOPE_RANK
+from server.store import NotFound
+from server.store.base import RunQuery, Store
+
+PREFIX = "/api/2.0/mlflow"
+router = APIRouter(prefix=PREFIX, include_in_schema=False)
+_ALL_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+MAX_HISTORY_PAGE = 25_000  # what the client asks for per get-history page
+MAX_SEARCH_RESULTS = 1_000
+
+Payload = dict[str, Any]
+Handler = Callable[[Store, Payload], Payload]
+
+
+def _authorize(request: Request, scope: str) -> None:
+    settings: Settings = request.app.state.settings
+    if not settings.auth:
+        return
+    token = token_from_header(request.headers.get("authorization"), allow_basic=True)
+    info = (
+        request.app.state.token_cache.get(request.app.state.store, token) if token else None
+    )
+    if info is None:
+        raise MlflowError("UNAUTHENTICATED", "missing, unknown or revoked token")
+    if SCOPE_RANK[info["scope"]] < SCOPE_RANK[scope]:
+        raise MlflowError(
+            "PERMISSION_DENIED", f"this token has scope '{info['scope']}'; '{scope}' is needed"
+        )
+
+
+async def _payload(request: Request) -> Payload:
+    if request.method == "GET":
+        return dict(request.query_params)
+    raw = await request.body()
+    if not raw.strip():
+        return {}
+    try:
+        body = json.loads(raw)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise invalid("request body is not valid JSON") from None
+    if not isinstance(body, dict):
+        raise invalid("request body must be a JSON object")
+    return body
+
+
+async def _serve(request: Request, scope: str, handler: Handler) -> JSONResponse:
+    try:
+        payload = await _payload(request)
+
+        def work() -> Payload:
+            _authorize(request, scope)
+            return handler(request.app.state.store, payload)
+
+        result = await run_in_threadpool(work)
+    except MlflowError as exc:
+        return JSONResponse(exc.body(), status_code=exc.status)
+    except NotFound as exc:
+        return JSONResponse(
+            {"error_code": "RESOURCE_DOES_NOT_EXIST", "message": str(exc)}, status_code=404
+        )
+    except IngestError as exc:
+        return JSONResponse(
+            {"error_code": "INVALID_PARAMETER_VALUE", "message": exc.message},
+            status_code=400 if exc.status < 500 else exc.status,
+        )
+    points = result.pop("_points", 0)
+    if points:
+        request.app.state.metrics.points_ingested(points)
+        notify = getattr(request.app.state, "refit_notify", None)
+        if notify is not None:
+            notify()
+    return JSONResponse(result)
+
+
+def _str(payload: Payload, key: str, required: bool = True) -> str:
+    value = payload.get(key)
+    if value is None or value == "":
+        if required:
+            raise invalid(f"Missing value for required parameter '{key}'.")
+        return ""
+    if not isinstance(value, (str, int)):
+        raise invalid(f"'{key}' must be a string")
+    return str(value)
+
+
+# --- experiments -------------------------------------------------------------------------------
+
+
+def _project_of_experiment(store: Store, experiment_id: str) -> dict:
+    if experiment_id == DEFAULT_EXPERIMENT_ID:
+        # MLflow's client logs to experiment "0" when none was set: it always exists.
+        return store.create_project(DEFAULT_EXPERIMENT_NAME)[0]
+    found = (
+        store.get_project(project_id=int(experiment_id))
+        if experiment_id.isdigit() and int(experiment_id) < 2**31
+        else None
+    )
+    if found is None:
+        raise MlflowError(
+            "RESOURCE_DOES_NOT_EXIST", f"No Experiment with id={experiment_id} exists"
+        )
+    return found
+
+
+def _experiment_id(store: Store, project_name: str) -> str:
+    project = store.get_project(name=project_name)
+    return experiment_json(project)["experiment_id"] if project else DEFAULT_EXPERIMENT_ID
+
+
+def _get_by_name(store: Store, p: Payload) -> Payload:
+    name = _str(p, "experiment_name")
+    if name == DEFAULT_EXPERIMENT_NAME:
+        return {"experiment": experiment_json(store.create_project(name)[0])}
+    project = store.get_project(name=name)
+    if project is None:
+        raise MlflowError(
+            "RESOURCE_DOES_NOT_EXIST", f"Could not find experiment with name '{name}'"
+        )
+    return {"experiment": experiment_json(project)}
+
+
+def _create_experiment(store: Store, p: Payload) -> Payload:
+    name = _str(p, "name")
+    if len(name) > limits.MAX_NAME_LENGTH:
+        raise invalid(f"experiment name longer than {limits.MAX_NAME_LENGTH} characters")
+    project, created = store.create_project(name)
+    if not created:
+        raise MlflowError(
+            "RESOURCE_ALREADY_EXISTS", f"Experiment(name={name}) already exists."
+        )
+    return {"experiment_id": experiment_json(project)["experiment_id"]}
+
+
+def _get_experiment(store: Store, p: Payload) -> Payload:
+    return {"experiment": experiment_json(_project_of_experiment(store, _str(p, "experiment_id")))}
+
+
+# --- runs --------------------------------------------------------------------------------------
+
+
+def _run_id(p: Payload) -> int:
+    return parse_run_id(p.get("run_id") or p.get("run_uuid"))
+
+
+def _create_run(store: Store, p: Payload) -> Payload:
+    project = _project_of_experiment(store, _str(p, "experiment_id", required=False) or "0")
+    tags = p.get("tags") or []
+    if not isinstance(tags, list):
+        raise invalid("'tags' must be a list")
+    name = _str(p, "run_name", required=False)
+    if not name:
+        name = next(
+            (str(t.get("value")) for t in tags
+             if isinstance(t, dict) and t.get("key") == "mlflow.runName" and t.get("value")),
+            time.strftime("run-%Y%m%d-%H%M%S"),
+        )
+    if len(name) > limits.MAX_NAME_LENGTH:
+        raise invalid(f"run name longer than {limits.MAX_NAME_LENGTH} characters")
+    changes = tag_changes({"tags": []}, tags)
+    run = store.create_run_unique(
+        project["name"],
+        name,
+        compute_unit=COMPUTE_UNIT,
+        tags=changes.get("tags") or [],
+        fit_metric=changes.get("fit_metric"),
+        target_compute=changes.get("target_compute"),
+    )
+    return {"run": run_json(run, experiment_json(project)["experiment_id"])}
+
+
+def _get_run(store: Store, p: Payload) -> Payload:
+    run = store.get_run(_run_id(p))
+    return {"run": run_json(run, _experiment_id(store, run["project"]))}
+
+
+def _update_run(store: Store, p: Payload) -> Payload:
+    run_id = _run_id(p)
+    changes: dict[str, Any] = {}
+    if p.get("status"):
+        status = RUN_STATUS.get(str(p["status"]))
+        if status is None:
+            raise invalid(f"unknown run status {p['status']!r}")
+        changes["status"] = status
+    run = store.update_run(run_id, changes) if changes else store.get_run(run_id)
+    return {"run_info": run_info(run, _experiment_id(store, run["project"]))}
+
+
+def _log(store: Store, run_id: int, metrics: list, params: list, tags: list) -> Payload:
+    if len(metrics) > MAX_BATCH_METRICS:
+        raise invalid(
+            f"A batch logging request can contain at most {MAX_BATCH_METRICS} metrics. "
+            f"Got {len(metrics)} metrics."
+        )
+    if len(params) + len(tags) > MAX_BATCH_PARAMS_TAGS:
+        raise invalid(
+            f"A batch logging request can contain at most {MAX_BATCH_PARAMS_TAGS} params and "
+            f"tags together. Got {len(params)} params and {len(tags)} tags."
+        )
+    rows, _skipped = metric_rows(metrics)
+    run = store.get_run(run_id)  # RESOURCE_DOES_NOT_EXIST before anything is stored
+    changes: dict[str, Any] = tag_changes(run, tags) if tags else {}
+    if params:
+        config = merged_config(run["config"], params)
+        if config is not None:
+            changes["config"] = config
+    if changes:
+        store.update_run(run_id, changes)
+    if rows:
+        store.ingest_points(run_id, rows)
+    return {"_points": len(rows)}
+
+
+def _list(p: Payload, key: str) -> list:
+    value = p.get(key) or []
+    if not isinstance(value, list):
+        raise invalid(f"'{key}' must be a list")
+    return value
+
+
+def _log_batch(store: Store, p: Payload) -> Payload:
+    return _log(store, _run_id(p), _list(p, "metrics"), _list(p, "params"), _list(p, "tags"))
+
+
+def _log_metric(store: Store, p: Payload) -> Payload:
+    metric = {k: p.get(k) for k in ("key", "value", "timestamp", "step")}
+    return _log(store, _run_id(p), [metric], [], [])
+
+
+def _log_param(store: Store, p: Payload) -> Payload:
+    return _log(store, _run_id(p), [], [{"key": p.get("key"), "value": p.get("value")}], [])
+
+
+def _set_tag(store: Store, p: Payload) -> Payload:
+    return _log(store, _run_id(p), [], [], [{"key": p.get("key"), "value": p.get("value")}])
+
+
+# attributes.run_name = 'x', tags.mlflow.runName = "x", attributes.status = 'FINISHED', joined
+# by AND: the filters the tracking integrations use to find a run again.
+_CLAUSE = re.compile(
+    r"""^\s*(?:attributes\.|attribute\.|run\.)?(?P<key>run_name|status|tags\.mlflow\.runName|"""
+    r"""tags\.`mlflow\.runName`)\s*=\s*(?P<q>['"])(?P<value>.*?)(?P=q)\s*$""",
+    re.IGNORECASE,
+)
+
+
+def _parse_filter(text: str) -> dict[str, str]:
+    wanted: dict[str, str] = {}
+    if not text.strip():
+        return wanted
+    for clause in re.split(r"\s+and\s+", text.strip(), flags=re.IGNORECASE):
+        m = _CLAUSE.match(clause)
+        if m is None:
+            raise invalid(
+                f"unsupported filter {clause!r}: scalewatch filters on run_name, "
+                "tags.mlflow.runName and status equality"
+            )
+        key = "status" if m["key"].lower() == "status" else "name"
+        wanted[key] = m["value"]
+    return wanted
+
+
+def _search_runs(store: Store, p: Payload) -> Payload:
+    exp_ids = [str(e) for e in _list(p, "experiment_ids")]
+    wanted = _parse_filter(str(p.get("filter") or ""))
+    status = None
+    if "status" in wanted:
+        status = RUN_STATUS.get(wanted["status"].upper())
+        if status is None:
+            return {"runs": []}
+    try:
+        max_results = int(p.get("max_results") or MAX_SEARCH_RESULTS)
+        offset = int(p.get("page_token") or 0)
+    except (TypeError, ValueError):
+        raise invalid("max_results and page_token must be integers") from None
+    max_results = max(1, min(max_results, MAX_SEARCH_RESULTS))
+    found: list[Payload] = []
+    for exp_id in exp_ids:
+        try:
+            project = _project_of_experiment(store, exp_id)
+        except MlflowError:
+            continue
+        page = 0
+        while True:
+            runs, total = store.list_runs(
+                RunQuery(
+                    project=project["name"], status=status,
+                    limit=limits.MAX_PAGE_SIZE, offset=page,
+                )
+            )
+            found.extend(
+                run_json(r, exp_id) for r in runs
+                if "name" not in wanted or r["name"] == wanted["name"]
+            )
+            page += len(runs)
+            if not runs or page >= total:
+                break
+    out: Payload = {"runs": found[offset : offset + max_results]}
+    if offset + max_results < len(found):
+        out["next_page_token"] = str(offset + max_results)
+    return out
+
+
+def _get_history(store: Store, p: Payload) -> Payload:
+    run = store.get_run(_run_id(p))
+    key = _str(p, "metric_key")
+    try:
+        max_results = int(p.get("max_results") or MAX_HISTORY_PAGE)
+        since = int(p.get("page_token") or 0)
+    except (TypeError, ValueError):
+        raise invalid("max_results and page_token must be integers") from None
+    max_results = max(1, min(max_results, MAX_HISTORY_PAGE))
+    if key not in run["latest"]:
+        return {"metrics": []}
+    page = store.get_points(run["id"], key, since_step=since, limit=max_results)
+    out: Payload = {
+        "metrics": [
+            {"key": key, "value": v, "timestamp": 0, "step": s}
+            for s, v in zip(page.steps, page.values, strict=True)
+        ]
+    }
+    if page.downsampled and page.steps:  # with a limit: more points follow
+        out["next_page_token"] = str(page.steps[-1] + 1)
+    return out
+
+
+_ROUTES: list[tuple[str, str, str, Handler]] = [
+    ("GET", "/experiments/get-by-name", "read", _get_by_name),
+    ("POST", "/experiments/create", "write", _create_experiment),
+    ("GET", "/experiments/get", "read", _get_experiment),
+    ("POST", "/runs/create", "write", _create_run),
+    ("GET", "/runs/get", "read", _get_run),
+    ("POST", "/runs/update", "write", _update_run),
+    ("POST", "/runs/log-batch", "write", _log_batch),
+    ("POST", "/runs/log-metric", "write", _log_metric),
+    ("POST", "/runs/log-parameter", "write", _log_param),
+    ("POST", "/runs/set-tag", "write", _set_tag),
+    ("POST", "/runs/search", "read", _search_runs),
+    ("GET", "/metrics/get-history", "read", _get_history),
+]
+
+
+def _endpoint(scope: str, handler: Handler) -> Callable[[Request], Any]:
+    async def endpoint(request: Request) -> JSONResponse:
+        return await _serve(request, scope, handler)
+
+    endpoint.__name__ = f"mlflow_{handler.__name__.strip('_')}"
+    return endpoint
+
+
+for _method, _path, _scope, _handler in _ROUTES:
+    router.add_api_route(_path, _endpoint(_scope, _handler), methods=[_method])
+
+
+async def _not_served(request: Request) -> JSONResponse:
+    # Artifacts, logged models, traces, registry...: MLflow's "no such endpoint" answer, which
+    # its client reports without retrying; metric logging never depends on these.
+    return JSONResponse(
+        {
+            "error_code": "ENDPOINT_NOT_FOUND",
+            "message": f"{request.method} {request.url.path} is not served by scalewatch",
+        },
+        status_code=404,
+    )
+
+
+def install_mlflow(app: FastAPI) -> None:
+    """Mount the MLflow-compatible routes, then the catch-all for every other MLflow call
+    (after them, so a known path with the wrong method is 'not found' too, as in MLflow)."""
+    app.include_router(router)
+    for prefix in (PREFIX, "/api/2.0/mlflow-artifacts"):
+        app.add_api_route(
+            prefix + "/{rest:path}", _not_served, methods=_ALL_METHODS, include_in_schema=False
+        )

@@ -1,0 +1,165 @@
+"""The real `mlflow` client against a real scalewatch server (auth on), doing what the trainers'
+MLflow loggers do: verl's `Tracking`, Hugging Face's `MLflowCallback` (asynchronous logging),
+NeMo-RL's and SkyRL's loggers. Each trainer runs in its own process, configured only by the
+environment variables its users set, as in production."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+
+import pytest
+
+from tests.support.databases import migrated_sqlite
+from tests.support.live_server import LiveServer
+
+pytest.importorskip("mlflow")
+pytestmark = pytest.mark.slow
+
+STEPS = 30
+
+# What each framework's logger calls, in its order (see ../shared/notes/ingestion.md).
+TRAINERS = {
+    # verl/utils/tracking.py: set_experiment(project), start_run(run_name=experiment),
+    # log_params(flattened config), log_metrics(cleaned keys, step=) per step.
+    "verl": """
+        import mlflow
+        mlflow.set_experiment("math-rl")
+        mlflow.start_run(run_name="verl-grpo")
+        mlflow.log_params({f"actor.p{i}": i for i in range(150)})  # 100 + 50 on the wire
+        for step in range(1, STEPS + 1):
+            mlflow.log_metrics({"val-core/gsm8k/acc/mean_at_1": 0.2 + step / 100,
+                                "critic/score/mean": step / 50,
+                                "perf/total_num_tokens": 1000.0}, step=step)
+        mlflow.end_run()
+    """,
+    # transformers' MLflowCallback: MLFLOW_EXPERIMENT_NAME, log_params in batches of 100,
+    # log_metrics(synchronous=False) on every on_log, end_run at train end.
+    "hf": """
+        import mlflow
+        mlflow.set_experiment(os.environ["MLFLOW_EXPERIMENT_NAME"])
+        mlflow.start_run(run_name="trl-grpo")
+        params = {f"learning_rate_{i}": 1e-6 for i in range(120)}
+        items = list(params.items())
+        for i in range(0, len(items), 100):
+            mlflow.log_params(dict(items[i:i + 100]), synchronous=False)
+        for step in range(1, STEPS + 1):
+            mlflow.log_metrics({"reward": step / 40, "eval_reward": step / 30},
+                               step=step, synchronous=False)
+        mlflow.end_run()
+    """,
+    # NeMo-RL (nemo_rl/utils/logger.py) and SkyRL (skyrl/train/utils/tracking.py): tracking
+    # URI set in code, experiment, run, log_metrics(step=) -- here with async logging on.
+    "nemo_skyrl": """
+        import mlflow
+        mlflow.set_tracking_uri(os.environ["SW_URI"])
+        mlflow.set_experiment("nemo-rl")
+        with mlflow.start_run(run_name="grpo-llama"):
+            mlflow.log_params({"policy.model_name": "llama", "grpo.num_generations": 8})
+            for step in range(1, STEPS + 1):
+                mlflow.log_metrics({"validation/accuracy": 0.3 + step / 200,
+                                    "train/reward": step / 60}, step=step)
+    """,
+}
+
+
+def _script(body: str) -> str:
+    tail = "print('RUN', mlflow.last_active_run().info.run_id)"
+    return f"import os\nSTEPS = {STEPS}\n{textwrap.dedent(body)}\n{tail}\n"
+
+
+def _run_trainer(name: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    full = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    full.update(env)
+    return subprocess.run(
+        [sys.executable, "-c", _script(TRAINERS[name])],
+        env=full, capture_output=True, text=True, timeout=300,
+    )
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    tmp = tmp_path_factory.mktemp("mlflow")
+    s = LiveServer(migrated_sqlite(tmp), auth=True, home=tmp / "home")
+    s.start()
+    yield s
+    s.stop()
+
+
+def _env_for(name: str, server: LiveServer, token: str) -> dict[str, str]:
+    env = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0"}
+    if name == "verl":
+        env |= {"MLFLOW_TRACKING_URI": server.url, "MLFLOW_TRACKING_TOKEN": token}
+    elif name == "hf":
+        env |= {
+            "MLFLOW_TRACKING_URI": server.url,
+            "MLFLOW_EXPERIMENT_NAME": "trl",
+            "MLFLOW_TRACKING_USERNAME": "anyone",  # basic auth: the password is the token
+            "MLFLOW_TRACKING_PASSWORD": token,
+        }
+    else:
+        env |= {"SW_URI": server.url, "MLFLOW_TRACKING_TOKEN": token,
+                "MLFLOW_ENABLE_ASYNC_LOGGING": "true"}
+    return env
+
+
+@pytest.mark.parametrize(
+    ("trainer", "project", "run_name", "metric", "fit_metric"),
+    [
+        ("verl", "math-rl", "verl-grpo", "val-core/gsm8k/acc/mean_at_1",
+         "val-core/gsm8k/acc/mean_at_1"),
+        ("hf", "trl", "trl-grpo", "eval_reward", "eval_reward"),
+        ("nemo_skyrl", "nemo-rl", "grpo-llama", "validation/accuracy", "validation/accuracy"),
+    ],
+)
+def test_trainer_logs_every_step_once_and_finishes(
+    server: LiveServer, trainer: str, project: str, run_name: str, metric: str, fit_metric: str
+) -> None:
+    token = server.make_token("write")
+    done = _run_trainer(trainer, _env_for(trainer, server, token))
+    assert done.returncode == 0, done.stderr[-3000:]
+    run_id = done.stdout.split("RUN", 1)[1].split()[0]
+
+    with server.client() as api:
+        run = api.get(f"/api/v1/runs/{run_id}").json()
+        assert (run["project"], run["name"], run["status"]) == (project, run_name, "finished")
+        assert run["compute_unit"] == "steps"
+        assert run["fit_metric"] == fit_metric
+        points = api.get(f"/api/v1/runs/{run_id}/points", params={"metric": metric}).json()
+        assert [p["step"] for p in points["points"]] == list(range(1, STEPS + 1))
+        assert [p["compute"] for p in points["points"]] == [float(s) for s in range(1, STEPS + 1)]
+    if trainer == "verl":
+        assert len(run["config"]) == 150
+        assert run["config"]["actor.p149"] == "149"
+
+    # MlflowClient reads it back (metrics/get-history, runs/get) with a read token.
+    from mlflow.tracking import MlflowClient
+
+    os.environ["MLFLOW_TRACKING_TOKEN"] = server.make_token("read")
+    try:
+        client = MlflowClient(tracking_uri=server.url)
+        history = client.get_metric_history(run_id, metric)
+        assert sorted(m.step for m in history) == list(range(1, STEPS + 1))
+        got = client.get_run(run_id)
+        assert got.info.status == "FINISHED"
+        assert got.info.run_name == run_name
+    finally:
+        del os.environ["MLFLOW_TRACKING_TOKEN"]
+
+
+def test_bad_token_is_refused(server: LiveServer) -> None:
+    with server.client() as api:
+        before = api.get("/api/v1/runs").json()["total"]
+        done = _run_trainer("verl", _env_for("verl", server, "sw_not_a_token"))
+        assert done.returncode != 0
+        assert "UNAUTHENTICATED" in done.stderr or "401" in done.stderr, done.stderr[-2000:]
+        assert api.get("/api/v1/runs").json()["total"] == before
+
+
+def test_read_token_cannot_log(server: LiveServer) -> None:
+    done = _run_trainer("verl", _env_for("verl", server, server.make_token("read")))
+    assert done.returncode != 0
+    assert "PERMISSION_DENIED" in done.stderr or "403" in done.stderr, done.stderr[-2000:]
