@@ -30,6 +30,15 @@ if TYPE_CHECKING:
 
 A_GRID = np.round(np.arange(0.450, 0.8000001, 0.005), 3)
 CMID_GRID = np.linspace(100.0, 40000.0, 100)
+# The grid has 7,100 (A, C_mid) pairs: one (pairs x points) float matrix is 5.7 GB at 100k
+# points. Pairs are independent, so they are processed in chunks of about this many matrix
+# elements (8 MB per temporary); every pair's arithmetic, and so the answer, is unchanged.
+CHUNK_ELEMENTS = 2**20
+
+
+def _chunks(pairs: int, points: int) -> list[slice]:
+    rows = max(1, CHUNK_ELEMENTS // max(points, 1))
+    return [slice(i, min(i + rows, pairs)) for i in range(0, pairs, rows)]
 
 
 def _sig(c: FloatArray, a: float, b: float, cm: float, r0: float) -> FloatArray:
@@ -53,7 +62,15 @@ def _b_exact(c: FloatArray, y: FloatArray, r0: float, a: float, cm: float) -> fl
 def _b_vectorised(
     c: FloatArray, y: FloatArray, r0: float, a: FloatArray, cm: FloatArray, iters: int = 60
 ) -> FloatArray:
-    """Damped Gauss-Newton (LM) for B on every (A, C_mid) pair at once, from B = 1."""
+    """Damped Gauss-Newton (LM) for B on every (A, C_mid) pair at once, from B = 1 (in chunks
+    of pairs: each pair's iteration is its own, so chunking changes no result)."""
+    parts = [_b_vectorised_chunk(c, y, r0, a[k], cm[k], iters) for k in _chunks(a.size, c.size)]
+    return np.concatenate(parts) if parts else np.ones(0)
+
+
+def _b_vectorised_chunk(
+    c: FloatArray, y: FloatArray, r0: float, a: FloatArray, cm: FloatArray, iters: int
+) -> FloatArray:
     lc = np.log(cm[:, None] / c[None, :])  # ln(C_mid / C)
     g = (a - r0)[:, None]
     b = np.ones(a.size)
@@ -97,9 +114,11 @@ def fit_paper(
         bb = np.array([_b_exact(c, y, r0, float(a), float(m)) for a, m in zip(aa, cc, strict=True)])
     else:
         bb = _b_vectorised(c, y, r0, aa, cc)
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        pred = r0 + (aa - r0)[:, None] / (1.0 + (cc[:, None] / c[None, :]) ** bb[:, None])
-    ssr = ((pred - y[None, :]) ** 2).sum(1)
+    ssr = np.empty(aa.size)
+    for k in _chunks(aa.size, c.size):  # bounded memory; same per-pair sums as one matrix
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            pred = r0 + (aa[k] - r0)[:, None] / (1.0 + (cc[k, None] / c[None, :]) ** bb[k, None])
+        ssr[k] = ((pred - y[None, :]) ** 2).sum(1)
     ssr[~np.isfinite(ssr)] = np.inf
     i = int(np.argmin(ssr))
     return float(aa[i]), float(bb[i]), float(cc[i]), float(ssr[i])
