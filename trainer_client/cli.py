@@ -51,6 +51,20 @@ def _client_parsers(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sync", help="send spooled points that did not reach the server")
     add_sync_arguments(p)
     p.set_defaults(func=sync_main)
+    from trainer_client.follow import (
+        add_follow_arguments,
+        add_import_arguments,
+        follow_main,
+        import_main,
+    )
+
+    p = sub.add_parser("follow", help="tail a trainer's log files into a run (verl, prime-rl, "
+                       "jsonl, tensorboard, pipelinerl)")
+    add_follow_arguments(p)
+    p.set_defaults(func=follow_main)
+    p = sub.add_parser("import", help="load a finished run's log files once")
+    add_import_arguments(p)
+    p.set_defaults(func=import_main)
     p = sub.add_parser("pipelinerl-sidecar", help="follow a PipelineRL experiment directory")
     try:
         from trainer_client.pipelinerl import add_sidecar_arguments, sidecar_main

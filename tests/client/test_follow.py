@@ -1,0 +1,132 @@
+"""`scalewatch follow` / `scalewatch import` against a live server: verl, prime-rl and generic
+JSON lines (with appends, a partial line, a restart and a rotation) and real TensorBoard event
+files. Every step arrives exactly once, through trainer_client's spool."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.support.live_server import LiveServer
+from trainer_client import init
+from trainer_client.cli import main as cli_main
+from trainer_client.follow import LineFollower, parse_line
+
+pytestmark = pytest.mark.slow
+
+
+def _points(server: LiveServer, project: str, name: str, metric: str) -> list[dict]:
+    with server.client() as api:
+        runs = api.get("/api/v1/runs", params={"project": project}).json()["runs"]
+        run = next(r for r in runs if r["name"] == name)
+        return api.get(f"/api/v1/runs/{run['id']}/points", params={"metric": metric}).json()[
+            "points"]
+
+
+def _run(server: LiveServer, project: str, name: str) -> dict:
+    with server.client() as api:
+        runs = api.get("/api/v1/runs", params={"project": project}).json()["runs"]
+        return next(r for r in runs if r["name"] == name)
+
+
+def _verl_line(step: int) -> str:
+    return json.dumps({"step": step, "data": {"val-core/gsm8k/acc/mean@1": step / 100,
+                                              "critic/score/mean": step / 50,
+                                              "timing/gen": 1.5, "note": "text is ignored"}})
+
+
+def test_parse_line_formats() -> None:
+    assert parse_line(_verl_line(3), "verl") == (
+        3, {"val-core/gsm8k/acc/mean@1": 0.03, "critic/score/mean": 0.06, "timing/gen": 1.5})
+    assert parse_line('{"step": 2, "eval/x/avg@4": 0.5, "progress/total_tokens": 10}',
+                      "prime-rl") == (2, {"eval/x/avg@4": 0.5, "progress/total_tokens": 10.0})
+    nested = '{"trainer/global_step": 7, "eval": {"ds": {"avg_score": 0.25}}, "nan": NaN}'
+    assert parse_line(nested, "jsonl", "trainer/global_step") == (7, {"eval/ds/avg_score": 0.25})
+    for junk in ("", "not json", '{"data": {}}', '{"step": -1, "data": {"a": 1}}', '{"step": 1'):
+        assert parse_line(junk, "verl") is None
+
+
+def test_verl_follow_survives_partial_lines_restart_and_rotation(
+    live_server: LiveServer, tmp_path: Path
+) -> None:
+    log = tmp_path / "math-rl" / "grpo.jsonl"
+    log.parent.mkdir()
+    home = tmp_path / "spool"
+
+    def follower() -> LineFollower:
+        run = init("verl-follow", "grpo", url=live_server.url, home=home, compute_unit="steps")
+        return LineFollower("verl", log, run)
+
+    log.write_text("".join(_verl_line(s) + "\n" for s in range(1, 6)))
+    f = follower()
+    f.poll_once()
+    with log.open("a") as out:  # more lines, the last one half-written
+        out.write("".join(_verl_line(s) + "\n" for s in range(6, 11)) + _verl_line(11)[:20])
+    f.poll_once()
+    assert f.run.finish(status="") == 0  # the follower stops (SIGTERM)...
+
+    f = follower()  # ... and restarts: it resumes at its saved offset
+    with log.open("a") as out:
+        out.write(_verl_line(11)[20:] + "\n" + _verl_line(12) + "\n")
+    f.poll_once()
+    rotated = log.with_suffix(".new")  # the trainer restarts: a new file replaces the old one
+    rotated.write_text("".join(_verl_line(s) + "\n" for s in range(13, 16)))
+    os.replace(rotated, log)
+    f.poll_once()
+    assert f.run.finish() == 0
+
+    pts = _points(live_server, "verl-follow", "grpo", "val-core/gsm8k/acc/mean@1")
+    assert [p["step"] for p in pts] == list(range(1, 16))
+    assert [p["compute"] for p in pts] == [float(s) for s in range(1, 16)]
+    run = _run(live_server, "verl-follow", "grpo")
+    assert run["fit_metric"] == "val-core/gsm8k/acc/mean@1"
+    assert run["status"] == "finished"
+
+
+def test_import_prime_rl_with_cumulative_compute(live_server: LiveServer, tmp_path: Path) -> None:
+    out = tmp_path / "outputs" / "run"
+    out.mkdir(parents=True)
+    rows = [{"step": s, "progress/total_tokens": 1000 * s, "train/all/reward/mean": s / 10,
+             **({"eval/gsm8k/default/agent/avg@4": s / 20} if s % 5 == 0 else {})}
+            for s in range(1, 41)]
+    (out / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    code = cli_main(["import", "prime-rl", str(tmp_path / "outputs"), "--project", "prime",
+                     "--name", "r1", "--url", live_server.url, "--home", str(tmp_path / "h"),
+                     "--compute", "metric:progress/total_tokens", "--no-progress"])
+    assert code == 0
+    run = _run(live_server, "prime", "r1")
+    assert run["fit_metric"] == "eval/gsm8k/default/agent/avg@4"
+    assert run["compute_unit"] == "progress/total_tokens"
+    assert run["status"] == "finished"
+    pts = _points(live_server, "prime", "r1", "eval/gsm8k/default/agent/avg@4")
+    assert [(p["step"], p["compute"]) for p in pts] == [(s, 1000.0 * s) for s in range(5, 41, 5)]
+
+
+def test_import_tensorboard_event_files(live_server: LiveServer, tmp_path: Path) -> None:
+    tbx = pytest.importorskip("tensorboardX")
+    pytest.importorskip("tensorboard")
+    logdir = tmp_path / "tb"
+    writer = tbx.SummaryWriter(str(logdir))
+    steps = 12_000  # beyond EventAccumulator's default sample of 10,000 per tag
+    for s in range(steps):
+        writer.add_scalar("train/reward", s / steps, s)
+        if s % 1000 == 0:
+            writer.add_scalar("eval/math/avg_score", s / (2 * steps), s)
+    writer.close()
+    code = cli_main(["import", "tensorboard", str(logdir), "--project", "tb", "--name", "t1",
+                     "--url", live_server.url, "--home", str(tmp_path / "h"), "--no-progress",
+                     "--compute", "sum:train/reward"])
+    assert code == 0
+    run = _run(live_server, "tb", "t1")
+    assert run["fit_metric"] == "eval/math/avg_score"
+    # Nothing sampled away (GET points answers pages of 10,000: read both).
+    pts = _points(live_server, "tb", "t1", "train/reward")
+    with live_server.client() as api:
+        pts += api.get(f"/api/v1/runs/{run['id']}/points", params={
+            "metric": "train/reward", "since_step": pts[-1]["step"] + 1}).json()["points"]
+    assert [p["step"] for p in pts] == list(range(steps))
+    evals = _points(live_server, "tb", "t1", "eval/math/avg_score")
+    assert [p["step"] for p in evals] == list(range(0, steps, 1000))

@@ -1,0 +1,345 @@
+"""`scalewatch follow` and `scalewatch import`: runs that log to files reach scalewatch with no
+change to the trainer's code.
+
+Formats (one record per line, JSON):
+
+* ``verl`` -- verl's ``file`` logger: ``{"step": N, "data": {name: value, ...}}``;
+* ``prime-rl`` -- prime-rl's ``metrics.jsonl``: ``{"step": N, name: value, ...}``;
+* ``jsonl`` -- any JSON lines with a step key (``--step-key``, default ``step``); nested
+  objects are flattened with ``/``;
+* ``tensorboard`` -- event files, read with TensorBoard's ``EventAccumulator`` (the
+  ``tensorboard`` extra: ``pip install 'scalewatch[tensorboard]'``), nothing sampled away;
+* ``pipelinerl`` (follow) -- the PipelineRL sidecar, under this name too.
+
+Everything is sent through :mod:`trainer_client` (write-ahead journal, spool, retries), so a
+server outage loses nothing. A follower saves its file offsets next to the run's spool once the
+points are spooled: restarted, it resumes where it stopped; a rotated or truncated file is read
+from its start (points are upserted on (run, metric, step), so a re-read never duplicates).
+
+Compute (``--compute``): ``step`` (the default; unit "steps"), ``metric:NAME`` (a cumulative
+metric, e.g. TRL ``num_tokens``, prime-rl ``progress/total_tokens``) or ``sum:NAME`` (the
+running sum of a per-step metric, e.g. verl ``perf/total_num_tokens``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import math
+import os
+import signal
+import sys
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from trainer_client.limits import MAX_METRICS_PER_POINT, MAX_NAME_LENGTH, MAX_STEP
+from trainer_client.pipelinerl import _Tail
+from trainer_client.run import Run, init
+from trainer_client.spool import _atomic_write
+
+logger = logging.getLogger("scalewatch.follow")
+
+LINE_FORMATS = ("verl", "prime-rl", "jsonl")
+FOLLOW_FORMATS = (*LINE_FORMATS, "tensorboard", "pipelinerl")
+IMPORT_FORMATS = (*LINE_FORMATS, "tensorboard")
+STATE_FILE = "follow_state.json"
+# Where each format's trainer keeps its step (prime-rl: "step"; verl: "step" around "data").
+DEFAULT_STEP_KEY = {"verl": "step", "prime-rl": "step", "jsonl": "step"}
+
+Record = tuple[int, dict[str, float]]
+
+
+def _flatten(obj: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, float]]:
+    for key, value in obj.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            yield from _flatten(value, name + "/")
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            v = float(value)
+            if math.isfinite(v) and 0 < len(name) <= MAX_NAME_LENGTH:
+                yield name, v
+
+
+def parse_line(line: str, fmt: str, step_key: str = "step") -> Record | None:
+    """(step, metrics) of one line, None for a line that is not a record (blank, partial,
+    no step): followed files are written while we read them and may hold other lines."""
+    line = line.strip()
+    if not line:
+        return None
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(obj, dict):
+        return None
+    step = obj.get(step_key)
+    if isinstance(step, float) and step.is_integer():
+        step = int(step)
+    if not isinstance(step, int) or isinstance(step, bool) or not 0 <= step <= MAX_STEP:
+        return None
+    body = obj.get("data") if fmt == "verl" else obj
+    if not isinstance(body, Mapping):
+        return None
+    metrics = {k: v for k, v in _flatten(body) if k != step_key}
+    return (step, metrics) if metrics else None
+
+
+class Compute:
+    """Compute of each record: its step, a cumulative metric, or a running sum of one."""
+
+    def __init__(self, spec: str = "step", total: float = 0.0, last: float = 0.0) -> None:
+        kind, _, name = spec.partition(":")
+        if kind not in ("step", "metric", "sum") or (kind != "step" and not name):
+            raise ValueError(f"--compute must be step, metric:NAME or sum:NAME, not {spec!r}")
+        self.kind, self.name = kind, name
+        self.total = total  # running sum (sum:NAME)
+        self.last = last  # last compute (metric:NAME: rows without the metric keep it)
+
+    @property
+    def unit(self) -> str:
+        return "steps" if self.kind == "step" else self.name
+
+    def state(self) -> dict[str, float]:
+        return {"total": self.total, "last": self.last}
+
+    def of(self, step: int, metrics: Mapping[str, float]) -> float:
+        if self.kind == "step":
+            return float(step)
+        value = metrics.get(self.name)
+        if value is not None and value >= 0:
+            if self.kind == "sum":
+                self.total += value
+                self.last = self.total
+            else:
+                self.last = value
+        return self.last
+
+
+def _log(run: Run, step: int, metrics: dict[str, float], compute: float) -> int:
+    items = list(metrics.items())
+    for i in range(0, len(items), MAX_METRICS_PER_POINT):  # the per-point cap of log()
+        run.log(dict(items[i : i + MAX_METRICS_PER_POINT]), step=step, compute=compute)
+    return len(items)
+
+
+def _line_file(fmt: str, path: Path) -> Path:
+    """The file to read: PATH itself, or in a directory prime-rl's metrics.jsonl / the newest
+    .jsonl (verl writes <root>/<project>/<experiment>.jsonl)."""
+    if not path.is_dir():
+        return path
+    wanted = "metrics.jsonl" if fmt == "prime-rl" else "*.jsonl"
+    found = sorted(path.rglob(wanted), key=lambda p: p.stat().st_mtime)
+    if not found:
+        raise FileNotFoundError(f"no {wanted} under {path}")
+    return found[-1]
+
+
+class LineFollower:
+    """Tails one JSON-lines file into a run; :meth:`poll_once` is one pass."""
+
+    def __init__(self, fmt: str, path: str | os.PathLike, run: Run, step_key: str = "step",
+                 compute: str = "step") -> None:
+        self.fmt, self.run, self.step_key = fmt, run, step_key
+        self.path = Path(path).resolve()
+        self.state_path = run.spool.dir / STATE_FILE
+        st = self._load_state()
+        self.tail = _Tail(self.path, st.get("tail"))
+        self.compute = Compute(compute, **st.get("compute", {}))
+        self.posted = 0
+
+    def _load_state(self) -> dict[str, Any]:
+        try:
+            st = json.loads(self.state_path.read_text("utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return st if st.get("path") == str(self.path) else {}
+
+    def _save_state(self) -> None:
+        st = {"path": str(self.path), "tail": self.tail.state(), "compute": self.compute.state()}
+        try:
+            _atomic_write(self.state_path, json.dumps(st).encode("utf-8"), fsync=False)
+        except OSError as exc:
+            logger.warning("scalewatch follow: cannot save %s: %s", self.state_path, exc)
+
+    def poll_once(self) -> int:
+        n = 0
+        for line in self.tail.poll():
+            rec = parse_line(line, self.fmt, self.step_key)
+            if rec is not None:
+                step, metrics = rec
+                n += _log(self.run, step, metrics, self.compute.of(step, metrics))
+        if self.run.flush(timeout=30):  # offsets are saved only once the points are spooled
+            self._save_state()
+        self.posted += n
+        return n
+
+
+def tensorboard_records(path: str | os.PathLike) -> Iterator[Record]:
+    """Every scalar of a TensorBoard log directory (or event file), step by step."""
+    try:
+        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    except ImportError as exc:
+        raise SystemExit(
+            "scalewatch: reading TensorBoard files needs the tensorboard extra:\n"
+            "    pip install 'scalewatch[tensorboard]'"
+        ) from exc
+    by_step: dict[int, dict[str, float]] = {}
+    root = Path(path)
+    dirs = sorted({p.parent for p in root.rglob("events.out.tfevents.*")}) if root.is_dir() else [
+        root]
+    for d in dirs:
+        # size_guidance 0 = keep every scalar (the default samples down to 10,000 per tag).
+        acc = EventAccumulator(str(d), size_guidance={"scalars": 0})
+        acc.Reload()
+        prefix = "" if d == root or not root.is_dir() else f"{d.relative_to(root).as_posix()}/"
+        for tag in acc.Tags().get("scalars", []):
+            name = prefix + tag
+            if len(name) > MAX_NAME_LENGTH:
+                continue
+            for ev in acc.Scalars(tag):
+                if math.isfinite(ev.value) and 0 <= ev.step <= MAX_STEP:
+                    by_step.setdefault(int(ev.step), {})[name] = float(ev.value)
+    for step in sorted(by_step):
+        yield step, by_step[step]
+
+
+def file_records(fmt: str, path: Path, step_key: str) -> Iterator[Record]:
+    if fmt == "tensorboard":
+        yield from tensorboard_records(path)
+        return
+    with open(_line_file(fmt, path), encoding="utf-8", errors="replace") as f:
+        for line in f:
+            rec = parse_line(line, fmt, step_key)
+            if rec is not None:
+                yield rec
+
+
+def import_records(run: Run, records: Iterable[Record], compute: Compute,
+                   progress: bool = True, total: int | None = None) -> int:
+    """Log every record, with a progress line on stderr; returns the number of values."""
+    n = 0
+    for i, (step, metrics) in enumerate(records, 1):
+        n += _log(run, step, metrics, compute.of(step, metrics))
+        if progress and (i % 1000 == 0 or i == total):
+            done = f"{i}/{total}" if total else str(i)
+            print(f"\rscalewatch import: {done} steps, {n} values", end="", file=sys.stderr)
+    if progress:
+        print(f"\rscalewatch import: {n} values queued", file=sys.stderr)
+    return n
+
+
+def _init(args: argparse.Namespace, source: str, compute: Compute) -> Run:
+    return init(
+        args.project, args.name, url=args.url, token=args.token, home=args.home,
+        compute_unit=compute.unit, fit_metric=args.fit_metric,
+        config={"source": f"{args.format}:{source}"},
+    )
+
+
+def _common_arguments(p: argparse.ArgumentParser, formats: tuple[str, ...]) -> None:
+    p.add_argument("format", choices=formats, metavar="FORMAT", help=" | ".join(formats))
+    p.add_argument("path", metavar="PATH", help="file or directory")
+    p.add_argument("--project", required=True)
+    p.add_argument("--name", required=True, help="run name")
+    p.add_argument("--url", default=None, help="server URL (default $SCALEWATCH_URL)")
+    p.add_argument("--token", default=None, help="API token (default $SCALEWATCH_TOKEN)")
+    p.add_argument("--home", default=None, help="spool root (default $SCALEWATCH_HOME)")
+    p.add_argument("--step-key", default="step", help="jsonl: the key holding the step")
+    p.add_argument("--compute", default="step",
+                   help="step (default, unit steps), metric:NAME (cumulative) or sum:NAME")
+    p.add_argument("--fit-metric", default=None,
+                   help="metric to fit (default: recognised from the framework's names)")
+
+
+def add_follow_arguments(p: argparse.ArgumentParser) -> None:
+    _common_arguments(p, FOLLOW_FORMATS)
+    p.add_argument("--poll-interval", type=float, default=2.0, help="seconds between polls")
+    p.add_argument("--gpus", type=int, default=None, help="pipelinerl: GPU count")
+
+
+def add_import_arguments(p: argparse.ArgumentParser) -> None:
+    _common_arguments(p, IMPORT_FORMATS)
+    p.add_argument("--no-progress", action="store_true", help="no progress line")
+
+
+def _stop_event() -> threading.Event:
+    stop = threading.Event()
+
+    def _stop(signum: int, frame: Any) -> None:
+        stop.set()
+
+    with contextlib.suppress(ValueError):  # not in the main thread
+        signal.signal(signal.SIGTERM, _stop)
+        signal.signal(signal.SIGINT, _stop)
+    return stop
+
+
+def follow_main(args: argparse.Namespace) -> int:
+    """``scalewatch follow FORMAT PATH``: until SIGTERM/Ctrl-C; exit 0 when everything read
+    was acknowledged by the server (else it stays spooled for the next start or ``sync``)."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    if args.format == "pipelinerl":
+        from trainer_client.pipelinerl import sidecar_main
+
+        args.exp_dir = args.path
+        return sidecar_main(args)
+    stop = _stop_event()
+    compute = Compute(args.compute)  # validated before anything starts
+    if args.format == "tensorboard":
+        return _follow_tensorboard(args, compute, stop)
+    path = _line_file(args.format, Path(args.path)) if Path(args.path).exists() else Path(
+        args.path)
+    run = _init(args, str(path), compute)
+    follower = LineFollower(args.format, path, run, args.step_key, args.compute)
+    logger.info("scalewatch follow: %s as %s/%s", path, args.project, args.name)
+    while not stop.is_set():
+        try:
+            follower.poll_once()
+        except Exception:  # noqa: BLE001 - a bad line or a full disk must not stop following
+            logger.exception("scalewatch follow: poll failed")
+        stop.wait(args.poll_interval)
+    with contextlib.suppress(Exception):
+        follower.poll_once()
+    # A follower stopping is not the run ending: leave the run's status to the trainer.
+    return 0 if run.finish(status="") == 0 else 1
+
+
+def _follow_tensorboard(args: argparse.Namespace, compute: Compute,
+                        stop: threading.Event) -> int:
+    # Event files are re-read whole on each pass (EventAccumulator has no resumable offset);
+    # only steps beyond the last one sent are logged, and the server upserts the rest.
+    run = _init(args, args.path, compute)
+    last = -1
+    while not stop.is_set():
+        try:
+            for step, metrics in tensorboard_records(args.path):
+                if step > last:
+                    _log(run, step, metrics, compute.of(step, metrics))
+                    last = step
+        except SystemExit:
+            raise
+        except Exception:  # noqa: BLE001 - a half-written event file: next pass
+            logger.exception("scalewatch follow: poll failed")
+        stop.wait(args.poll_interval)
+    return 0 if run.finish(status="") == 0 else 1
+
+
+def import_main(args: argparse.Namespace) -> int:
+    """``scalewatch import FORMAT SOURCE``: load a finished run once and mark it finished."""
+    compute = Compute(args.compute)
+    path = Path(args.path)
+    if not path.exists():
+        print(f"scalewatch import: {path} does not exist", file=sys.stderr)
+        return 2
+    records = list(file_records(args.format, path, args.step_key))
+    run = _init(args, str(path), compute)
+    import_records(run, records, compute, progress=not args.no_progress, total=len(records))
+    left = run.finish(timeout=300)
+    if left:
+        print(f"scalewatch import: {left} points not acknowledged yet; they stay spooled "
+              "(`scalewatch sync` sends them)", file=sys.stderr)
+    return 0 if left == 0 else 1
