@@ -58,6 +58,10 @@ def page(browser) -> Iterator:  # noqa: ANN001
     pg.set_default_navigation_timeout(90_000)
     errors: list[str] = []
     pg.on("pageerror", lambda exc: errors.append(str(exc)))
+    # The dashboard's Content-Security-Policy: what it blocks (an eval, a script or style from
+    # elsewhere) is reported on the console, and often does not raise, so count those too.
+    pg.on("console", lambda msg: errors.append(msg.text)
+          if msg.type == "error" and "Content Security Policy" in msg.text else None)
     pg.js_errors = errors  # type: ignore[attr-defined]
     yield pg
     context.close()

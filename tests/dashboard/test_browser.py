@@ -164,11 +164,11 @@ def test_alerts_page_lists_deliveries_and_acknowledges(seeded, page) -> None:  #
 
 def test_auth_login_and_write_scope_for_ack(tmp_path, browser) -> None:  # noqa: ANN001
     """Auth on: /dashboard/ needs a token cookie; /login sets it; ack needs write scope."""
-    from tests.dashboard.conftest import _sqlite_url
     from tests.dashboard.seed import CROSSING, create_run, series
+    from tests.support.databases import migrated_sqlite
     from tests.support.live_server import LiveServer
 
-    server = LiveServer(_sqlite_url(tmp_path), auth=True, home=tmp_path / "home")
+    server = LiveServer(migrated_sqlite(tmp_path), auth=True, home=tmp_path / "home")
     server.start()
     try:
         read_token = server.make_token("read")
