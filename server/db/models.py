@@ -130,6 +130,33 @@ class Point(Base):
     wall_time: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
+class PointChunk(Base):
+    """A rollup of a series' points over a step chunk (`server/store/chunks.py`): what
+    downsampling reads instead of the raw points. Deleted with the series (cascade)."""
+
+    __tablename__ = "point_chunks"
+    series_id: Mapped[int] = mapped_column(
+        ForeignKey("series.id", ondelete="CASCADE"), primary_key=True
+    )
+    level: Mapped[int] = mapped_column(Integer, primary_key=True)
+    chunk: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    n: Mapped[int] = mapped_column(Integer)
+    min_step: Mapped[int] = mapped_column(BigInteger)
+    max_step: Mapped[int] = mapped_column(BigInteger)
+    min_compute: Mapped[float] = mapped_column(Float)
+    max_compute: Mapped[float] = mapped_column(Float)
+    first_compute: Mapped[float] = mapped_column(Float)
+    first_value: Mapped[float] = mapped_column(Float)
+    last_compute: Mapped[float] = mapped_column(Float)
+    last_value: Mapped[float] = mapped_column(Float)
+    lo_step: Mapped[int] = mapped_column(BigInteger)
+    lo_compute: Mapped[float] = mapped_column(Float)
+    lo_value: Mapped[float] = mapped_column(Float)
+    hi_step: Mapped[int] = mapped_column(BigInteger)
+    hi_compute: Mapped[float] = mapped_column(Float)
+    hi_value: Mapped[float] = mapped_column(Float)
+
+
 class Fit(Base):
     """Every fit of a series: the history of how the A estimate moved as compute grew."""
 

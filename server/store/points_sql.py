@@ -14,6 +14,7 @@ from server import limits
 from server.db.models import Point, Run, Series, utcnow
 from server.ingest import PointRow
 from server.store.base import NotFound, PointsPage
+from server.store.chunks import CHUNK_LEVELS, ChunkRow, all_levels, upsert_sql
 from server.store.common import SqlBase, dialect_insert
 from server.store.runs_sql import resolve_fit_metric
 
@@ -77,6 +78,36 @@ UPDATE series AS s SET updated_at = %s,
 FROM unnest(%s::int[], %s::bigint[], %s::bigint[], %s::float8[], %s::float8[], %s::int[])
      AS u(id, inserted, step, compute, value, refit)
 WHERE s.id = u.id
+"""
+
+# Downsampling from point_chunks (see PointsMixin._downsample_chunks): chunks inside one bucket
+# and in range give their four points, the raw points of the others are read; then the same
+# aggregate as _PG_DOWNSAMPLE, with the same bucket expression, so the answer is identical.
+_CHUNK_INSIDE = (
+    "min_step >= :since AND {lo_col} >= :lo AND {hi_col} <= :hi AND "
+    + _BUCKET.format(x="{lo_col}") + " = " + _BUCKET.format(x="{hi_col}")
+)
+_PG_CHUNK_DOWNSAMPLE = f"""
+WITH c AS (
+    SELECT * FROM point_chunks
+    WHERE series_id = :sid AND level = :lvl AND {{hi_col}} >= :lo AND {{lo_col}} <= :hi
+), cand AS (
+    SELECT {_BUCKET.format(x="{lo_col}")} AS b,
+           ARRAY[min_step::float8, first_compute, first_value] AS f,
+           ARRAY[max_step::float8, last_compute, last_value] AS l,
+           ARRAY[lo_value, lo_step::float8, lo_compute] AS lw,
+           ARRAY[hi_value, hi_step::float8, hi_compute] AS hg, n::bigint AS n
+    FROM c WHERE {_CHUNK_INSIDE}
+    UNION ALL
+    SELECT {_BUCKET.format(x="p.{x}")},
+           ARRAY[p.step::float8, p.compute, p.value], ARRAY[p.step::float8, p.compute, p.value],
+           ARRAY[p.value, p.step::float8, p.compute], ARRAY[p.value, p.step::float8, p.compute],
+           1
+    FROM c JOIN points p ON p.series_id = :sid AND p.step BETWEEN c.min_step AND c.max_step
+    WHERE NOT ({_CHUNK_INSIDE.replace("min_step", "c.min_step")})
+      AND p.step >= :since AND p.{{x}} >= :lo AND p.{{x}} <= :hi
+)
+SELECT min(f), max(l), min(lw), max(hg), sum(n) FROM cand GROUP BY b
 """
 
 _SQLITE_UPSERT = (
@@ -145,17 +176,22 @@ class PointsMixin(SqlBase):
                 return 0, 0
             series_ids, last_steps = self._ensure_series(s, run_id, sorted(by_metric))
             inserted: dict[str, int] = {}
+            appended: list[tuple[int, list[PointRow]]] = []
+            rewritten: list[tuple[int, list[PointRow]]] = []
             for metric in sorted(by_metric, key=lambda m: series_ids[m]):
                 batch = by_metric[metric]
                 last = last_steps.get(metric)
                 if last is None or min(r.step for r in batch) > last:
                     # Pure append (the trainer's normal case): nothing can conflict, so the
-                    # rows go in as a bulk COPY / executemany without upsert bookkeeping.
+                    # rows go in as a bulk executemany without upsert bookkeeping.
                     self._append_series_points(s, series_ids[metric], batch)
                     overwritten = 0
+                    appended.append((series_ids[metric], batch))
                 else:
                     overwritten = self._upsert_series_points(s, series_ids[metric], batch)
+                    rewritten.append((series_ids[metric], batch))
                 inserted[metric] = len(batch) - overwritten
+            self._maintain_chunks(s, appended, rewritten)
             self._update_summaries(s, run, series_ids, by_metric, inserted)
             return len(dedup), len(dedup) - sum(inserted.values())
 
@@ -202,6 +238,12 @@ class PointsMixin(SqlBase):
                 )
         if appends:
             self._copy_points(raw, appends)
+        self._maintain_chunks(
+            s,
+            appends,
+            [(series_ids[m], by_metric[m]) for m in by_metric if series_ids[m] not in
+             {sid for sid, _ in appends}],
+        )
         fit_metric = resolve_fit_metric(fit_metric_explicit, list(series_ids))
         ids, counts, steps, computes, values, refits = [], [], [], [], [], []
         for metric in sorted(by_metric, key=lambda m: series_ids[m]):
@@ -232,6 +274,38 @@ class PointsMixin(SqlBase):
             cur.copy("COPY points (series_id, step, compute, value, wall_time) FROM STDIN") as cp,
         ):
             cp.write(data.encode())
+
+    def _maintain_chunks(
+        self,
+        s: Session,
+        appended: list[tuple[int, list[PointRow]]],
+        rewritten: list[tuple[int, list[PointRow]]],
+    ) -> None:
+        """Keep `point_chunks` exact (`server/store/chunks.py`), in the ingest's transaction.
+
+        Appended points all lie past every stored step of their series, so their chunks merge
+        into the stored ones (one statement for every level and series); an upsert into the
+        stored range recomputes its coarsest chunks, and the finer ones inside, from the points.
+        """
+        conn = s.connection()
+        ph = "%s" if self.dialect == "postgresql" else "?"
+        merge: list[ChunkRow] = []
+        for sid, batch in appended:
+            merge += all_levels(sid, [(r.step, r.compute, r.value) for r in batch])
+        if merge:
+            conn.exec_driver_sql(upsert_sql(self.dialect, merge=True), merge)
+        replace: list[ChunkRow] = []
+        top = CHUNK_LEVELS[-1]
+        for sid, batch in rewritten:
+            for chunk in sorted({r.step >> top for r in batch}):
+                pts = conn.exec_driver_sql(
+                    "SELECT step, compute, value FROM points "
+                    f"WHERE series_id = {ph} AND step >= {ph} AND step < {ph}",
+                    (sid, chunk << top, (chunk + 1) << top),
+                ).all()
+                replace += all_levels(sid, [(p[0], p[1], p[2]) for p in pts])
+        if replace:
+            conn.exec_driver_sql(upsert_sql(self.dialect, merge=False), replace)
 
     def _ensure_series(
         self, s: Session, run_id: int, names: list[str]
@@ -431,12 +505,15 @@ class PointsMixin(SqlBase):
         x_range: tuple[float, float] | None,
         x: str,
     ) -> PointsPage:
-        if x_range is None:
+        lo = hi = None
+        if x_range is not None:
+            lo, hi = x_range
+        elif since <= 0:  # the whole series: its chunks know the range
+            lo, hi = self._chunk_range(s, sid, x)
+        if lo is None or hi is None:
             lo, hi = s.execute(select(func.min(col), func.max(col)).where(where)).one()
             if lo is None:
                 return PointsPage(metric, [], [], [], False, 0)
-        else:
-            lo, hi = x_range
         span = (hi - lo) or 1
         params = {
             "sid": sid,
@@ -449,7 +526,10 @@ class PointsMixin(SqlBase):
         xcol = "compute" if x == "compute" else "step"
         chosen: dict[int, tuple[float, float]] = {}
         total = 0
-        if s.get_bind().dialect.name == "postgresql":
+        from_chunks = self._downsample_chunks(s, params, x)
+        if from_chunks is not None:
+            chosen, total = from_chunks
+        elif s.get_bind().dialect.name == "postgresql":
             for row in s.execute(text(_PG_DOWNSAMPLE.format(x=xcol)), params):
                 first, last, low, high, count = row
                 total += count
@@ -483,3 +563,131 @@ class PointsMixin(SqlBase):
             True,
             total,
         )
+
+    def _chunk_range(self, s: Session, sid: int, x: str) -> tuple[Any, Any]:
+        lo_col, hi_col = ("min_compute", "max_compute") if x == "compute" else ("min_step",
+                                                                               "max_step")
+        ph = "%s" if self.dialect == "postgresql" else "?"
+        row = s.connection().exec_driver_sql(
+            f"SELECT min({lo_col}), max({hi_col}) FROM point_chunks "
+            f"WHERE series_id = {ph} AND level = {ph}",
+            (sid, CHUNK_LEVELS[-1]),
+        ).one()
+        return row[0], row[1]
+
+    def _downsample_chunks(
+        self, s: Session, params: dict[str, Any], x: str
+    ) -> tuple[dict[int, tuple[float, float]], int] | None:
+        """The downsampling query's answer (chosen points by step, count) from `point_chunks`:
+        a chunk inside one bucket gives its first, last, lowest and highest points; the raw
+        points are read only for chunks across a bucket boundary or the range's edges. None
+        when the chunks would not save much (few points per chunk or per bucket)."""
+        conn = s.connection()
+        pg = self.dialect == "postgresql"
+        ph = "%s" if pg else "?"
+        sid, since, lo, hi = params["sid"], params["since"], params["lo"], params["hi"]
+        nb, span = params["nb"], params["span"]
+        lo_col, hi_col = ("min_compute", "max_compute") if x == "compute" else ("min_step",
+                                                                               "max_step")
+        in_range = f"series_id = {ph} AND {hi_col} >= {ph} AND {lo_col} <= {ph}"
+        counts = conn.exec_driver_sql(
+            f"SELECT level, count(*), sum(n) FROM point_chunks WHERE {in_range} GROUP BY level",
+            (sid, lo, hi),
+        ).all()
+        # The coarsest level with at least 4 chunks a bucket (so boundary chunks, read raw, are
+        # at most about a quarter) and 4 points a chunk (else the raw scan is as cheap).
+        level = next(
+            (lv for lv, chunks, n in sorted(counts, reverse=True)
+             if chunks >= 4 * nb and n >= 4 * chunks),
+            None,
+        )  # fmt: skip
+        if level is None:
+            return None
+        if pg:  # the same, in the database: one query, no rows through Python but the answer
+            sql = _PG_CHUNK_DOWNSAMPLE.format(lo_col=lo_col, hi_col=hi_col, x=x)
+            chosen_pg: dict[int, tuple[float, float]] = {}
+            total = 0
+            for first, last, low, high, n in s.execute(text(sql), {**params, "lvl": level}):
+                total += int(n)
+                for st, c, v in (first, last):
+                    chosen_pg[int(st)] = (c, v)
+                for v, st, c in (low, high):
+                    chosen_pg[int(st)] = (c, v)
+            return chosen_pg, total
+        # The bucket of an x, computed as the database does in the raw query (IEEE doubles in
+        # the same order; PostgreSQL's integer cast rounds half to even, SQLite's truncates).
+        # With integer steps and bounds both databases divide integers (truncating).
+        ints = isinstance(lo, int) and isinstance(span, int) and x != "compute"
+        cast = round if pg else int
+
+        def bucket(v: float) -> int:
+            if ints:
+                return int((v - lo) * nb // span)
+            return cast((v - lo) * nb / span)
+
+        best: dict[int, list[tuple[int, float, float]]] = {}  # bucket -> first, last, low, high
+        count = 0
+
+        def offer(b: int, first: tuple, last: tuple, low: tuple, high: tuple, n: int) -> None:
+            cur = best.get(b)
+            if cur is None:
+                best[b] = [first, last, low, high]
+            else:
+                if first[0] < cur[0][0]:
+                    cur[0] = first
+                if last[0] > cur[1][0]:
+                    cur[1] = last
+                if (low[2], low[0]) < (cur[2][2], cur[2][0]):
+                    cur[2] = low
+                if (high[2], high[0]) > (cur[3][2], cur[3][0]):
+                    cur[3] = high
+
+        ranges: list[tuple[int, int]] = []
+        for r in conn.exec_driver_sql(
+            "SELECT min_step, max_step, n, first_compute, first_value, last_compute, last_value,"
+            " lo_step, lo_compute, lo_value, hi_step, hi_compute, hi_value, "
+            f"{lo_col}, {hi_col} FROM point_chunks WHERE {in_range} AND level = {ph}",
+            (sid, lo, hi, level),
+        ):
+            xlo, xhi = r[13], r[14]
+            b = bucket(xlo)
+            if r[0] >= since and xlo >= lo and xhi <= hi and bucket(xhi) == b:
+                count += r[2]
+                offer(b, (r[0], r[3], r[4]), (r[1], r[5], r[6]), (r[7], r[8], r[9]),
+                      (r[10], r[11], r[12]), r[2])
+            elif ranges and ranges[-1][1] + 1 >= r[0]:
+                ranges[-1] = (ranges[-1][0], max(ranges[-1][1], r[1]))
+            else:
+                ranges.append((r[0], r[1]))
+        for st, c, v in self._points_in_ranges(conn, sid, sorted(ranges)):
+            xv = c if x == "compute" else st
+            if st >= since and lo <= xv <= hi:
+                count += 1
+                pt = (st, c, v)
+                offer(bucket(xv), pt, pt, pt, pt, 1)
+        chosen: dict[int, tuple[float, float]] = {}
+        for pts in best.values():
+            for st, c, v in pts:
+                chosen[int(st)] = (c, v)
+        return chosen, count
+
+    def _points_in_ranges(
+        self, conn: Any, sid: int, ranges: list[tuple[int, int]]
+    ) -> list[tuple[int, float, float]]:
+        if not ranges:
+            return []
+        if self.dialect == "postgresql":
+            return [tuple(r) for r in conn.exec_driver_sql(
+                "SELECT p.step, p.compute, p.value FROM points p JOIN "
+                "unnest(%s::bigint[], %s::bigint[]) AS r(a, b) "
+                "ON p.series_id = %s AND p.step BETWEEN r.a AND r.b",
+                ([a for a, _ in ranges], [b for _, b in ranges], sid),
+            )]  # fmt: skip
+        out: list[tuple[int, float, float]] = []
+        for a, b in ranges:
+            out += [tuple(r) for r in conn.exec_driver_sql(
+                "SELECT step, compute, value FROM points "
+                "WHERE series_id = ? AND step BETWEEN ? AND ?",
+                (sid, a, b),
+            )]  # fmt: skip
+        return out

@@ -1,0 +1,132 @@
+"""Per-series rollups of points ("chunks"), so that downsampling need not read every point.
+
+A chunk of level L holds the points whose ``step >> L`` is the same (level 4: 16 consecutive
+steps, level 10: 1,024): their count, step and compute spans, and four of them whole: the first
+and last by step, the lowest and highest by value (ties: the earliest lowest, the latest
+highest, as the raw downsampling query picks them). The store keeps them exact at every ingest:
+an append merges the batch into its chunks (nothing stored can change, so first/lowest/highest
+merge like min/max), any other write recomputes its chunks from the points.
+
+Downsampling over buckets of compute (or step) then reads a chunk's four points instead of its
+points whenever the chunk lies inside one bucket, and only the raw points of the chunks that
+straddle a bucket boundary or the edges of the requested range: the result is exactly what the
+raw query returns, from a fraction of the rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import NamedTuple
+
+CHUNK_LEVELS = (4, 10)  # chunk = step >> level; finest first
+
+COLUMNS = (
+    "series_id", "level", "chunk", "n", "min_step", "max_step", "min_compute", "max_compute",
+    "first_compute", "first_value", "last_compute", "last_value",
+    "lo_step", "lo_compute", "lo_value", "hi_step", "hi_compute", "hi_value",
+)  # fmt: skip
+
+
+class ChunkRow(NamedTuple):
+    series_id: int
+    level: int
+    chunk: int
+    n: int
+    min_step: int
+    max_step: int
+    min_compute: float
+    max_compute: float
+    first_compute: float
+    first_value: float
+    last_compute: float
+    last_value: float
+    lo_step: int
+    lo_compute: float
+    lo_value: float
+    hi_step: int
+    hi_compute: float
+    hi_value: float
+
+
+Pt = tuple[int, float, float]  # step, compute, value
+
+
+def chunk_rows_from_points(sid: int, level: int, points: Iterable[Pt]) -> list[ChunkRow]:
+    """The chunks of `points` (any order; one series) at `level`."""
+    groups: dict[int, list[Pt]] = {}
+    for p in points:
+        groups.setdefault(p[0] >> level, []).append(p)
+    out = []
+    for chunk, pts in sorted(groups.items()):
+        first = min(pts, key=lambda p: p[0])
+        last = max(pts, key=lambda p: p[0])
+        lo = min(pts, key=lambda p: (p[2], p[0]))
+        hi = max(pts, key=lambda p: (p[2], p[0]))
+        computes = [p[1] for p in pts]
+        out.append(ChunkRow(
+            sid, level, chunk, len(pts), first[0], last[0], min(computes), max(computes),
+            first[1], first[2], last[1], last[2], lo[0], lo[1], lo[2], hi[0], hi[1], hi[2],
+        ))  # fmt: skip
+    return out
+
+
+def rollup_rows(sid: int, level: int, rows: Sequence[ChunkRow]) -> list[ChunkRow]:
+    """Chunks of `level` from finer chunks of one series (exact: min/max of mins/maxes)."""
+    groups: dict[int, list[ChunkRow]] = {}
+    for r in rows:
+        groups.setdefault(r.min_step >> level, []).append(r)
+    out = []
+    for chunk, rs in sorted(groups.items()):
+        first = min(rs, key=lambda r: r.min_step)
+        last = max(rs, key=lambda r: r.max_step)
+        lo = min(rs, key=lambda r: (r.lo_value, r.lo_step))
+        hi = max(rs, key=lambda r: (r.hi_value, r.hi_step))
+        out.append(ChunkRow(
+            sid, level, chunk, sum(r.n for r in rs), first.min_step, last.max_step,
+            min(r.min_compute for r in rs), max(r.max_compute for r in rs),
+            first.first_compute, first.first_value, last.last_compute, last.last_value,
+            lo.lo_step, lo.lo_compute, lo.lo_value, hi.hi_step, hi.hi_compute, hi.hi_value,
+        ))  # fmt: skip
+    return out
+
+
+def all_levels(sid: int, points: Iterable[Pt]) -> list[ChunkRow]:
+    """Every level's chunks of `points` (one series)."""
+    finest = chunk_rows_from_points(sid, CHUNK_LEVELS[0], points)
+    out = list(finest)
+    for level in CHUNK_LEVELS[1:]:
+        out += rollup_rows(sid, level, finest)
+    return out
+
+
+_PLACEHOLDERS = {"postgresql": "%s", "sqlite": "?"}
+
+
+def upsert_sql(dialect: str, merge: bool) -> str:
+    """INSERT of chunk rows; on conflict either replace the row, or (`merge`, for rows built
+    from appended points only, all past the chunk's stored steps) merge into it."""
+    ph = _PLACEHOLDERS[dialect]
+    least, greatest = ("LEAST", "GREATEST") if dialect == "postgresql" else ("min", "max")
+    head = (
+        f"INSERT INTO point_chunks ({', '.join(COLUMNS)}) "
+        f"VALUES ({', '.join([ph] * len(COLUMNS))}) "
+        "ON CONFLICT (series_id, level, chunk) DO UPDATE SET "
+    )
+    if not merge:
+        return head + ", ".join(f"{c} = excluded.{c}" for c in COLUMNS[3:])
+    old = "point_chunks"
+    lower = f"excluded.lo_value < {old}.lo_value"  # ties: the stored (earlier) one stays
+    higher = f"excluded.hi_value >= {old}.hi_value"  # ties: the new (later) one wins
+    sets = [
+        f"n = {old}.n + excluded.n",
+        "max_step = excluded.max_step",
+        f"min_compute = {least}({old}.min_compute, excluded.min_compute)",
+        f"max_compute = {greatest}({old}.max_compute, excluded.max_compute)",
+        "last_compute = excluded.last_compute",
+        "last_value = excluded.last_value",
+        *(f"lo_{c} = CASE WHEN {lower} THEN excluded.lo_{c} ELSE {old}.lo_{c} END"
+          for c in ("step", "compute", "value")),
+        *(f"hi_{c} = CASE WHEN {higher} THEN excluded.hi_{c} ELSE {old}.hi_{c} END"
+          for c in ("step", "compute", "value")),
+    ]  # fmt: skip
+    return head + ", ".join(sets)
