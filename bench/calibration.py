@@ -131,7 +131,8 @@ def row(label: str, method: str, rows: list[tuple[dict, dict]], oracle: str) -> 
     f0_w = [o["piv0"][1] - o["piv0"][0] for _, o in with0]
     return (f"  {label:7s} {method:9s} {len(rows):4d}  {ident}  {oracle:6s}  {_pct(a_cov)}  "
             f"{_q(a_w, .5)}  {_q(err, .5)}  {_q(err, .9)}  {_pct(f_cov)}  {_q(f_w, .5)}  "
-            f"{wrong:5d}     {ms:6.1f}  {_pct(f0)} {_q(f0_w, .5)}")
+            f"{wrong:5d}     {ms:6.1f}  {_pct(f0)} {_q(f0_w, .5)}  "
+            f"{sum(bool(o.get('brk')) for _, o in rows):4d}")
 
 
 def oracle_rate(rows: list[tuple[dict, dict]]) -> str:
@@ -176,6 +177,11 @@ def synthetic(args: argparse.Namespace) -> None:
             rows = [x for f in fams for x in results[(f, method, w)]]
             if rows:
                 print(row(f"{w:g}x", method, rows, oracle if method == "default" else ""))
+    pooled = [w for w in WINDOWS if w >= 2.0]
+    for method in ("default", "curve_fit", "paper"):
+        rows = [x for f in fams for w in pooled for x in results[(f, method, w)]]
+        if rows:
+            print(row(">=2x", method, rows, ""))
     print("\n-- default method, per family --")
     print(HEAD.replace("  window  method    ", "  window  family    "))
     for f in fams:
