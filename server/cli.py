@@ -42,6 +42,16 @@ def _store(settings: Settings, upgrade: bool) -> Store:
     return SqlStore(engine)
 
 
+def _prog() -> str:
+    """How this `scalewatch` was invoked (`.venv/bin/scalewatch` after scripts/run, which does
+    not put it on PATH), so the commands we suggest can be pasted as they are."""
+    argv0 = sys.argv[0] if sys.argv else ""
+    if os.path.basename(argv0) != "scalewatch":
+        return "scalewatch"
+    rel = os.path.relpath(argv0)
+    return rel if not rel.startswith("..") and os.sep in rel else argv0
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -62,7 +72,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print("No API token existed, so an admin token was created. It is shown only once:")
         print(f"\n    {token}\n")
         print("Use it as `Authorization: Bearer <token>` or SCALEWATCH_TOKEN; create more with")
-        print("`scalewatch token create --scope write --name trainer-1`.")
+        print(f"`{_prog()} token create --scope write --name trainer-1`.")
         print("=" * 72, flush=True)
     elif not settings.auth:
         print(
