@@ -26,7 +26,9 @@ def test_live_server_tests_are_slow_and_the_rest_is_not() -> None:
     assert len(fast) > 200 and len(slow) > 30
     for node in fast:
         path = node.split("::")[0]
-        assert not path.startswith(("tests/dashboard/test_browser.py", "tests/demo/")), node
+        assert not path.startswith(("tests/dashboard/test_browser.py",
+                                    "tests/demo/test_demo_e2e.py",
+                                    "tests/demo/test_simulate_cli.py")), node
         assert path != "tests/server/test_live_http.py", node
         assert not node.startswith("tests/test_readme.py::test_readme_curl"), node
         assert "test_simulate" not in node and "e2e" not in node, node
