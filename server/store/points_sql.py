@@ -475,13 +475,18 @@ class PointsMixin(SqlBase):
                     .order_by(Point.step)
                     .limit(cap + 1)
                 ).all()
+                more = len(rows) > cap
+                total = len(rows)
+                if more:  # `total` counts the whole range, not the page
+                    total = (int(n_points) if since_step is None and x_range is None
+                             else int(s.scalar(select(func.count()).where(where)) or 0))
                 return PointsPage(
                     metric,
                     [r[0] for r in rows[:cap]],
                     [r[1] for r in rows[:cap]],
                     [r[2] for r in rows[:cap]],
-                    len(rows) > cap,
-                    len(rows[:cap]),
+                    more,
+                    total,
                 )
             # Every ingest touches series.updated_at, so (series, updated_at, request) names one
             # immutable answer: live pages polling, or a budget change on Compare, reuse it.

@@ -14,6 +14,7 @@ import pytest
 from server.demo.presets import PRESETS
 from server.demo.simulator import generate
 from tests.support.live_server import LiveServer
+from tests.support.points import all_points
 from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.slow
@@ -36,14 +37,14 @@ def _check_complete(server: LiveServer, name: str, key: str = "baseline") -> Non
         run = next(r for r in runs if r["name"] == name)
         assert run["status"] == "finished"
         assert run["target_compute"] == recipe.target and run["last_step"] == recipe.n_steps
-        val = c.get(f"/api/v1/runs/{run['id']}/points", params={"metric": "val_pass_rate"}).json()
-        assert [p["step"] for p in val["points"]] == traj.eval_steps.tolist()
-        assert np.allclose([p["value"] for p in val["points"]], traj.val_pass_rate)
-        assert np.allclose([p["compute"] for p in val["points"]], traj.eval_compute)
-        reward = c.get(f"/api/v1/runs/{run['id']}/points", params={"metric": "reward"}).json()
-        steps = [p["step"] for p in reward["points"]]
+        val = all_points(c, run["id"], "val_pass_rate")
+        assert [p["step"] for p in val] == traj.eval_steps.tolist()
+        assert np.allclose([p["value"] for p in val], traj.val_pass_rate)
+        assert np.allclose([p["compute"] for p in val], traj.eval_compute)
+        reward = all_points(c, run["id"], "reward")
+        steps = [p["step"] for p in reward]
         assert steps == list(range(1, recipe.n_steps + 1))  # every step, exactly once
-        assert np.allclose([p["value"] for p in reward["points"]], traj.reward[1:])
+        assert np.allclose([p["value"] for p in reward], traj.reward[1:])
 
 
 @pytest.mark.timeout(180)
