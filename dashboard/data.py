@@ -11,7 +11,7 @@ from typing import Any
 from dashboard.figures import a_text, fmt, forecast_text, run_color, unit_label
 from server import limits
 from server.scopes import redact_delivery
-from server.services.compare import compare_inputs, load_compare_inputs
+from server.services.compare import MixedMetrics, compare_inputs, load_compare_inputs
 from server.services.fits import latest_or_pending
 from server.store.base import NotFound, PointsPage, RunQuery, Store
 
@@ -162,7 +162,7 @@ def compare_detail(
         inputs = load_compare_inputs(
             store, run_ids, metric or None, max_points=MAX_SCREEN_POINTS, shared_range=True
         )
-    except NotFound as exc:
+    except (NotFound, MixedMetrics) as exc:
         return {"error": str(exc), "items": []}
     if budget is None:
         targets = [float(t) for i in inputs if (t := i.run.get("target_compute"))]

@@ -27,6 +27,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from server.background import outage
+from server.services.compare import MixedMetrics
 from server.store import NotFound
 
 log = logging.getLogger("scalewatch")
@@ -109,6 +110,10 @@ def normalize(status: int, content: Any) -> dict[str, Any]:
 
 async def not_found(_request: Request, exc: Exception) -> JSONResponse:
     return error_response(404, str(exc))
+
+
+async def mixed_metrics(_request: Request, exc: Exception) -> JSONResponse:
+    return error_response(422, str(exc))
 
 
 async def http_error(_request: Request, exc: Exception) -> JSONResponse:
@@ -259,6 +264,7 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(Exception, internal_error)
     app.add_exception_handler(RecursionError, nested_too_deeply)
     app.add_exception_handler(NotFound, not_found)
+    app.add_exception_handler(MixedMetrics, mixed_metrics)
     app.add_exception_handler(RequestValidationError, invalid_request)
     app.add_exception_handler(DataError, bad_value)
     app.add_exception_handler(OperationalError, database_unavailable)

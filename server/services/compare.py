@@ -23,6 +23,27 @@ from server.store.fit_records import FitRecord
 log = logging.getLogger("scalewatch.compare")
 
 
+class MixedMetrics(ValueError):
+    """Runs fitted on different metrics, and no `metric` given: comparing them would mix
+    curves of different quantities under one title (a 422 naming each run's metric)."""
+
+
+def common_metric(infos: list[dict[str, Any]], metric: str | None) -> str | None:
+    """The one metric a comparison uses: `metric` when given, else the runs' common fit metric;
+    raises `MixedMetrics` naming the metrics when the runs' fit metrics differ."""
+    if metric:
+        return metric
+    by_metric: dict[str, list[str]] = {}
+    for info in infos:
+        by_metric.setdefault(str(info.get("fit_metric")), []).append(info["name"])
+    if len(by_metric) <= 1:
+        return next(iter(by_metric), None)
+    listing = "; ".join(f"{m}: {', '.join(names)}" for m, names in sorted(by_metric.items()))
+    raise MixedMetrics(
+        f"these runs are fitted on different metrics ({listing}); choose one with metric="
+    )
+
+
 @dataclass
 class CompareInput:
     """One run of a comparison: its record, unique label, stored fit and points."""
@@ -41,13 +62,15 @@ def load_compare_inputs(
     max_points: int | None = None,
     shared_range: bool = False,
 ) -> list[CompareInput]:
-    """Runs, fits and points for a comparison (raises `NotFound` for an unknown run).
+    """Runs, fits and points for a comparison, all of one metric (`common_metric`); raises
+    `NotFound` for an unknown run and `MixedMetrics` for runs fitted on different metrics.
 
     With `max_points`, every series is downsampled in the database; with `shared_range` all
     series use one compute range (0 .. the largest last compute), so their buckets line up.
     """
     ids = list(dict.fromkeys(run_ids))
     infos = [store.get_run(i) for i in ids]
+    metric = common_metric(infos, metric)  # one metric for every run, or MixedMetrics
     names = [r["name"] for r in infos]
     x_range = None
     if shared_range:
@@ -119,7 +142,7 @@ def api_response(
         for i in inputs
     ]
     return {
-        "metric": metric,
+        "metric": inputs[0].fit["metric"] if inputs else metric,  # the one metric compared
         "budget": budget,
         "runs": runs,
         "comparison": compare_inputs(inputs, budget),
