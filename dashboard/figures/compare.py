@@ -63,6 +63,10 @@ def compare_figure(
     return fig
 
 
+MAX_LABELLED = 40  # other runs labelled on the ceiling chart at most (beyond: hover only)
+POSITIONS = ("top center", "bottom center", "middle right", "middle left")
+
+
 def ceiling_figure(rows: list[dict[str, Any]]) -> go.Figure:
     """Ceiling (A) against efficiency (B), one marker per run; highlighted runs in colour."""
     title = "Ceiling vs efficiency"
@@ -72,12 +76,18 @@ def ceiling_figure(rows: list[dict[str, Any]]) -> go.Figure:
     fig = go.Figure()
     others = [r for r in pts if not r.get("highlight")]
     if others:
+        # Few enough to read: every run is labelled (positions alternate so neighbours do not
+        # print over each other); many: unlabelled, the names on hover.
+        labelled = len(others) <= MAX_LABELLED
+        cls = go.Scatter if labelled else go.Scattergl
         fig.add_trace(
-            go.Scattergl(
+            cls(
                 x=[r["B"] for r in others],
                 y=[r.get("A") or r.get("A_lower_bound") for r in others],
                 text=[html.escape(r["label"]) for r in others],
-                mode="markers",
+                mode="markers+text" if labelled else "markers",
+                textposition=[POSITIONS[i % len(POSITIONS)] for i in range(len(others))],
+                textfont={"size": 10, "color": "#78909c"},
                 marker={"color": GREY, "size": 7, "opacity": 0.6},
                 name="other runs",
                 meta="others",
@@ -109,8 +119,13 @@ def ceiling_figure(rows: list[dict[str, Any]]) -> go.Figure:
     base_layout(fig, title, "B (efficiency: higher reaches A sooner)", "A (ceiling)", False)
     bs = [r["B"] for r in pts]
     pad = max((max(bs) - min(bs)) * 0.15, 0.1)
+    # Room above and below the points for their labels and intervals, clear of the ticks.
+    ys = [v for r in pts for v in (r.get("A_ci") or []) if v is not None]
+    ys += [r.get("A") or r.get("A_lower_bound") for r in pts]
+    y_pad = max((max(ys) - min(ys)) * 0.2, 0.02)
     fig.update_layout(
         xaxis={"range": [min(bs) - pad, max(bs) + pad]},
+        yaxis={"range": [min(ys) - y_pad, max(ys) + y_pad]},
         legend={"orientation": "h", "y": -0.3, "x": 0, "xanchor": "left", "yanchor": "top"},
         margin={"b": 120},
     )

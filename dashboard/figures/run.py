@@ -159,6 +159,9 @@ def run_figure(
     for tr in _fit_traces(fit, color, end) if fit else []:
         fig.add_trace(tr)
     base_layout(fig, title, f"compute ({unit}, log scale)", metric, log_x=True)
+    if float(np.ptp(y)) < 0.05:  # one or a few flat points: plotly would pad them to +-0.5
+        mid = float(y.mean())
+        fig.update_yaxes(range=[mid - 0.05, mid + 0.05])
     caption = fit_caption(fit, unit)
     fig.add_annotation(
         text=caption,
@@ -214,6 +217,8 @@ def history_figure(history: list[dict[str, Any]], *, color: str, unit: str) -> g
         return empty_figure("no fits yet", title)
     ok = [h for h in rows if h.get("A") is not None]
     lb = [h for h in rows if h.get("A") is None and h.get("A_lower_bound") is not None]
+    if not ok and not lb:  # fits so far say nothing about A (too few points, a break)
+        return empty_figure("no estimate of A yet", title)
     fig = go.Figure()
     if ok:
         err_hi = [(h["A_ci"][1] - h["A"]) if h.get("A_ci") else 0 for h in ok]
@@ -243,6 +248,13 @@ def history_figure(history: list[dict[str, Any]], *, color: str, unit: str) -> g
     base_layout(fig, title, f"compute fitted ({unit}, log scale)", "A", log_x=True)
     xs = [h["max_compute"] for h in rows]
     log_axis(fig, min(xs), max(xs))
+    # A is a pass rate: keep the axis on what the estimates and their intervals span (a
+    # lone point would otherwise get plotly's default of +-1 around it).
+    ys = [v for h in ok for v in (h.get("A_ci") or [h["A"], h["A"]]) if v is not None]
+    ys += [h["A"] for h in ok] + [h["A_lower_bound"] for h in lb]
+    lo, hi = min(ys), max(ys)
+    pad = max(0.02, 0.1 * (hi - lo))
+    fig.update_yaxes(range=[max(lo - pad, 0.0 if lo >= 0 else lo - pad), hi + pad])
     return fig
 
 

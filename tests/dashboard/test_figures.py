@@ -172,3 +172,27 @@ def test_run_figure_marks_a_break() -> None:
     metas = {t.meta: t for t in fig.data}
     assert "extrapolation" not in metas and max(metas["fit"].x) <= 8000.0 * (1 + 1e-6)
     assert list(metas["ceiling_upper"].y) == [0.54, 0.54]
+
+
+def test_early_runs_get_sensible_axes_and_every_run_a_label() -> None:
+    # One point: the pass-rate axis hugs it instead of plotly's -0.5..1.5 padding.
+    fig = F.run_figure({"compute": [100.0], "values": [0.31]}, None, color="#000",
+                       unit="GPU-hours", metric="m")
+    lo, hi = fig.layout.yaxis.range
+    assert 0.2 < lo < 0.31 < hi < 0.4
+    # A history with no estimate of A at all says so; with one, the axis spans the estimate.
+    none = F.history_figure([{"max_compute": 100.0, "A": None, "A_lower_bound": None}],
+                            color="#000", unit="GPU-hours")
+    assert "no estimate of A yet" in " ".join(a.text for a in none.layout.annotations)
+    one = F.history_figure([{"max_compute": 4000.0, "A": 0.6, "A_ci": [0.58, 0.63]}],
+                           color="#000", unit="GPU-hours")
+    lo, hi = one.layout.yaxis.range
+    assert 0.5 < lo < 0.58 and 0.63 < hi < 0.7
+    # Other runs on the ceiling chart carry their names, and the y axis leaves them room.
+    rows = [{"id": i, "label": f"run{i}", "A": 0.6 + i / 100, "B": 1.0 + i / 10,
+             "color": "#f00", "highlight": i == 0} for i in range(5)]
+    fig = F.ceiling_figure(rows)
+    others = fig.data[_metas(fig).index("others")]
+    assert others.mode == "markers+text" and list(others.text) == ["run1", "run2", "run3", "run4"]
+    lo, hi = fig.layout.yaxis.range
+    assert lo < 0.6 and hi > 0.64
