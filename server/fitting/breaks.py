@@ -27,7 +27,7 @@ import numpy as np
 
 from . import grid as G
 from . import posterior as P
-from .intervals import analyse, mean_noise_sd
+from .intervals import RHO_MAX, analyse, lag1_rho, mean_noise_sd
 from .model import FloatArray, frac, jacobian_x
 
 MIN_POINTS = 16  # fewer points: no break test
@@ -92,6 +92,16 @@ def _confirm(w: FloatArray, y_post: FloatArray, curves: FloatArray, noise: Float
     return float(dep.mean()) / float(np.sqrt(max(var, 1e-18)))
 
 
+def _cautious_tau(e: FloatArray) -> float:
+    """The noise's autocorrelation time at the upper end of what the residuals allow (the AR(1)
+    coefficient one standard error above its estimate).  A break test asks whether a run of
+    low evaluations can be noise; persistent noise produces exactly such runs, and a few dozen
+    residuals tend to understate persistence, so the test must not."""
+    rho, se = lag1_rho(e)
+    rho = min(rho + se, RHO_MAX)
+    return (1.0 + rho) / (1.0 - rho)
+
+
 def _screen_scale(y: FloatArray) -> float:
     """A noise scale that a break does not inflate: from successive differences (robust)."""
     d = np.diff(y)
@@ -144,13 +154,14 @@ def detect_break(
         jac = jacobian_x(x[:k], a, mm, b, rr, fit_r0)
         cov = unc.sigma ** 2 * unc.tau * np.linalg.pinv(jac.T @ jac)
         g = jacobian_x(x[k:], a, mm, b, rr, fit_r0)
-        noise = _ar1_cov(m, unc.eval_sd, unc.tau)
+        tau = _cautious_tau(y[:k] - _curve(x[:k], th))
+        noise = _ar1_cov(m, unc.eval_sd, tau)
         for w in _shapes(m):
             gw = w @ g
             var = float(w @ noise @ w) + float(gw @ cov @ gw)
             z = float(w @ r) / float(np.sqrt(max(var, 1e-18)))
             if best is None or z < best[0]:
-                best = (z, k, th, unc.eval_sd, unc.tau)
+                best = (z, k, th, unc.eval_sd, tau)
     if best is None or best[0] > -Z_BREAK:
         return None
     z, k, th, sd, t = best
