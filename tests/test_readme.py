@@ -52,9 +52,13 @@ def test_readme_curl_examples_work(server, tmp_path):
     env = {**os.environ, "SW": server.url, "TOKEN": server.admin_token}
     with Receiver() as hook:
         for cmd in curls:
-            if "compare" in cmd:  # the example compares runs 1 and 2: make run 2 exist
+            if "compare" in cmd:  # the example compares runs 1 and 2: make run 2 exist, on
+                # the same metric as run 1 (Compare never mixes metrics)
                 with server.client() as http:
-                    http.post("/api/v1/runs", json={"project": "math-rl", "name": "run-b"})
+                    rid = http.post("/api/v1/runs",
+                                    json={"project": "math-rl", "name": "run-b"}).json()["id"]
+                    http.post(f"/api/v1/runs/{rid}/points", json={"points": [
+                        {"step": 100, "compute": 150.0, "metrics": {"val_pass_rate": 0.3}}]})
             # Never send anything off this machine: the Slack URL becomes a loopback receiver.
             cmd = re.sub(r"https://hooks\.slack\.com/\S*?\"", hook.url + '"', cmd)
             out = subprocess.run(
