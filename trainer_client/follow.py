@@ -17,8 +17,14 @@ points are spooled: restarted, it resumes where it stopped; a rotated or truncat
 from its start (points are upserted on (run, metric, step), so a re-read never duplicates).
 
 Compute (``--compute``): ``step`` (the default; unit "steps"), ``metric:NAME`` (a cumulative
-metric, e.g. TRL ``num_tokens``, prime-rl ``progress/total_tokens``) or ``sum:NAME`` (the
-running sum of a per-step metric, e.g. verl ``perf/total_num_tokens``).
+metric, e.g. TRL ``num_tokens``, prime-rl ``progress/total_tokens``), ``sum:NAME`` (the
+running sum of a per-step metric, e.g. verl ``perf/total_num_tokens``) or ``gpu-hours:N``
+(wall-clock hours since the first step x N GPUs: the step's own timestamp when the source has
+one -- MLflow, W&B, TensorBoard, a ``_timestamp``/``timestamp`` field -- else, when following,
+the time the line was read).
+
+``import`` also reads ``mlflow`` (a tracking URI, ``--run`` and ``--experiment``) and ``wandb``
+(a CSV export, history Parquet files or ``ENTITY/PROJECT/RUN_ID``): :mod:`trainer_client.importers`.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -45,12 +52,14 @@ logger = logging.getLogger("scalewatch.follow")
 
 LINE_FORMATS = ("verl", "prime-rl", "jsonl")
 FOLLOW_FORMATS = (*LINE_FORMATS, "tensorboard", "pipelinerl")
-IMPORT_FORMATS = (*LINE_FORMATS, "tensorboard")
+IMPORT_FORMATS = (*LINE_FORMATS, "tensorboard", "mlflow", "wandb")
 STATE_FILE = "follow_state.json"
 # Where each format's trainer keeps its step (prime-rl: "step"; verl: "step" around "data").
 DEFAULT_STEP_KEY = {"verl": "step", "prime-rl": "step", "jsonl": "step"}
 
 Record = tuple[int, dict[str, float]]
+# Keys a JSON line may carry its wall-clock time in (seconds since the epoch).
+TIME_KEYS = ("_timestamp", "timestamp", "time")
 
 
 def _flatten(obj: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, float]]:
@@ -89,26 +98,50 @@ def parse_line(line: str, fmt: str, step_key: str = "step") -> Record | None:
 
 
 class Compute:
-    """Compute of each record: its step, a cumulative metric, or a running sum of one."""
+    """Compute of each record: its step, a cumulative metric, a running sum of one, or
+    GPU-hours from wall-clock time x a GPU count."""
 
-    def __init__(self, spec: str = "step", total: float = 0.0, last: float = 0.0) -> None:
+    def __init__(self, spec: str = "step", total: float = 0.0, last: float = 0.0,
+                 t0: float | None = None) -> None:
         kind, _, name = spec.partition(":")
-        if kind not in ("step", "metric", "sum") or (kind != "step" and not name):
-            raise ValueError(f"--compute must be step, metric:NAME or sum:NAME, not {spec!r}")
+        if kind not in ("step", "metric", "sum", "gpu-hours") or (kind != "step" and not name):
+            raise ValueError("--compute must be step, metric:NAME, sum:NAME or gpu-hours:N, "
+                             f"not {spec!r}")
+        self.gpus = 0.0
+        if kind == "gpu-hours":
+            try:
+                self.gpus = float(name)
+            except ValueError:
+                self.gpus = -1.0
+            if not (math.isfinite(self.gpus) and self.gpus > 0):
+                raise ValueError(f"--compute gpu-hours:N needs a GPU count > 0, not {name!r}")
         self.kind, self.name = kind, name
         self.total = total  # running sum (sum:NAME)
         self.last = last  # last compute (metric:NAME: rows without the metric keep it)
+        self.t0 = t0  # gpu-hours: the first step's wall-clock time
 
     @property
     def unit(self) -> str:
+        if self.kind == "gpu-hours":
+            return "gpu_hours"
         return "steps" if self.kind == "step" else self.name
 
-    def state(self) -> dict[str, float]:
-        return {"total": self.total, "last": self.last}
+    def state(self) -> dict[str, float | None]:
+        return {"total": self.total, "last": self.last, "t0": self.t0}
 
-    def of(self, step: int, metrics: Mapping[str, float]) -> float:
+    def of(self, step: int, metrics: Mapping[str, float], t: float | None = None) -> float:
+        """`t`: the step's wall-clock time (gpu-hours); None = its own field, else now."""
         if self.kind == "step":
             return float(step)
+        if self.kind == "gpu-hours":
+            if t is None:
+                t = next((metrics[k] for k in TIME_KEYS if k in metrics), None)
+            if t is None:
+                t = time.time()
+            if self.t0 is None:
+                self.t0 = t
+            self.last = max(self.last, (t - self.t0) / 3600.0 * self.gpus)
+            return self.last
         value = metrics.get(self.name)
         if value is not None and value >= 0:
             if self.kind == "sum":
@@ -178,8 +211,9 @@ class LineFollower:
         return n
 
 
-def tensorboard_records(path: str | os.PathLike) -> Iterator[Record]:
-    """Every scalar of a TensorBoard log directory (or event file), step by step."""
+def tensorboard_records(path: str | os.PathLike, with_time: bool = False) -> Iterator[Any]:
+    """Every scalar of a TensorBoard log directory (or event file), step by step: (step,
+    metrics), or (step, metrics, wall time) with `with_time`."""
     try:
         from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     except ImportError as exc:
@@ -188,6 +222,7 @@ def tensorboard_records(path: str | os.PathLike) -> Iterator[Record]:
             "    pip install 'scalewatch[tensorboard]'"
         ) from exc
     by_step: dict[int, dict[str, float]] = {}
+    times: dict[int, float] = {}
     root = Path(path)
     dirs = sorted({p.parent for p in root.rglob("events.out.tfevents.*")}) if root.is_dir() else [
         root]
@@ -203,8 +238,9 @@ def tensorboard_records(path: str | os.PathLike) -> Iterator[Record]:
             for ev in acc.Scalars(tag):
                 if math.isfinite(ev.value) and 0 <= ev.step <= MAX_STEP:
                     by_step.setdefault(int(ev.step), {})[name] = float(ev.value)
+                    times[int(ev.step)] = max(ev.wall_time, times.get(int(ev.step), 0.0))
     for step in sorted(by_step):
-        yield step, by_step[step]
+        yield (step, by_step[step], times[step]) if with_time else (step, by_step[step])
 
 
 def file_records(fmt: str, path: Path, step_key: str) -> Iterator[Record]:
@@ -218,12 +254,16 @@ def file_records(fmt: str, path: Path, step_key: str) -> Iterator[Record]:
                 yield rec
 
 
-def import_records(run: Run, records: Iterable[Record], compute: Compute,
-                   progress: bool = True, total: int | None = None) -> int:
-    """Log every record, with a progress line on stderr; returns the number of values."""
+def import_records(run: Run, records: Iterable[Record | tuple[int, dict[str, float],
+                                                                float | None]],
+                   compute: Compute, progress: bool = True, total: int | None = None) -> int:
+    """Log every record -- (step, metrics) or (step, metrics, wall-clock time) -- with a
+    progress line on stderr; returns the number of values."""
     n = 0
-    for i, (step, metrics) in enumerate(records, 1):
-        n += _log(run, step, metrics, compute.of(step, metrics))
+    for i, rec in enumerate(records, 1):
+        step, metrics = rec[0], rec[1]
+        t = rec[2] if len(rec) > 2 else None
+        n += _log(run, step, metrics, compute.of(step, metrics, t))
         if progress and (i % 1000 == 0 or i == total):
             done = f"{i}/{total}" if total else str(i)
             print(f"\rscalewatch import: {done} steps, {n} values", end="", file=sys.stderr)
@@ -232,11 +272,12 @@ def import_records(run: Run, records: Iterable[Record], compute: Compute,
     return n
 
 
-def _init(args: argparse.Namespace, source: str, compute: Compute) -> Run:
+def _init(args: argparse.Namespace, source: str, compute: Compute,
+          fit_metric: str | None = None, config: dict[str, Any] | None = None) -> Run:
     return init(
         args.project, args.name, url=args.url, token=args.token, home=args.home,
-        compute_unit=compute.unit, fit_metric=args.fit_metric,
-        config={"source": f"{args.format}:{source}"},
+        compute_unit=compute.unit, fit_metric=args.fit_metric or fit_metric,
+        config={"source": f"{args.format}:{source}", **(config or {})},
     )
 
 
@@ -250,7 +291,8 @@ def _common_arguments(p: argparse.ArgumentParser, formats: tuple[str, ...]) -> N
     p.add_argument("--home", default=None, help="spool root (default $SCALEWATCH_HOME)")
     p.add_argument("--step-key", default="step", help="jsonl: the key holding the step")
     p.add_argument("--compute", default="step",
-                   help="step (default, unit steps), metric:NAME (cumulative) or sum:NAME")
+                   help="step (default, unit steps), metric:NAME (cumulative), sum:NAME or "
+                        "gpu-hours:N (wall-clock hours x N GPUs)")
     p.add_argument("--fit-metric", default=None,
                    help="metric to fit (default: recognised from the framework's names)")
 
@@ -264,6 +306,8 @@ def add_follow_arguments(p: argparse.ArgumentParser) -> None:
 def add_import_arguments(p: argparse.ArgumentParser) -> None:
     _common_arguments(p, IMPORT_FORMATS)
     p.add_argument("--no-progress", action="store_true", help="no progress line")
+    p.add_argument("--run", default=None, help="mlflow: the run id, or its name")
+    p.add_argument("--experiment", default=None, help="mlflow: the experiment of --run")
 
 
 def _stop_event() -> threading.Event:
@@ -332,11 +376,39 @@ def import_main(args: argparse.Namespace) -> int:
     """``scalewatch import FORMAT SOURCE``: load a finished run once and mark it finished."""
     compute = Compute(args.compute)
     path = Path(args.path)
-    if not path.exists():
+    fit_metric: str | None = None
+    config: dict[str, Any] = {}
+    records: list[Any]
+    if args.format in ("mlflow", "wandb"):
+        from trainer_client.importers import ImportSourceError, read_mlflow, read_wandb
+
+        try:
+            if args.format == "mlflow":
+                if not args.run:
+                    print("scalewatch import mlflow: --run RUN_ID_OR_NAME is required",
+                          file=sys.stderr)
+                    return 2
+                got = read_mlflow(args.path, args.run, args.experiment)
+            else:
+                got = read_wandb(args.path, None if args.step_key == "step" else args.step_key)
+        except ImportSourceError as exc:
+            print(f"scalewatch import: {exc}", file=sys.stderr)
+            return 2
+        records, fit_metric, config = got.records, got.fit_metric, got.config
+    elif not path.exists():
         print(f"scalewatch import: {path} does not exist", file=sys.stderr)
         return 2
-    records = list(file_records(args.format, path, args.step_key))
-    run = _init(args, str(path), compute)
+    elif args.format == "tensorboard":
+        records = list(tensorboard_records(path, with_time=True))
+    else:
+        records = list(file_records(args.format, path, args.step_key))
+    if compute.kind == "gpu-hours" and records and not all(
+            (len(r) > 2 and r[2] is not None) or any(k in r[1] for k in TIME_KEYS)
+            for r in records):
+        print("scalewatch import: --compute gpu-hours:N needs each step's wall-clock time, "
+              "which this source does not have", file=sys.stderr)
+        return 2
+    run = _init(args, str(path), compute, fit_metric, config)
     import_records(run, records, compute, progress=not args.no_progress, total=len(records))
     left = run.finish(timeout=300)
     if left:

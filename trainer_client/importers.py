@@ -1,0 +1,246 @@
+"""`scalewatch import mlflow` and `scalewatch import wandb`: finished runs from other trackers.
+
+* ``mlflow SOURCE`` -- SOURCE is a tracking URI (``http://host:5000``, ``file:///mlruns``, a
+  scalewatch server); ``--run`` a run id or a run name (in ``--experiment``). Every metric's
+  whole history is read with ``MlflowClient.get_metric_history`` (which pages through
+  ``metrics/get-history``). Needs the ``mlflow`` (or ``mlflow-skinny``) package.
+* ``wandb SOURCE`` -- a run's exported history: the UI's CSV export (``_step`` or ``Step``
+  column; ``RUN - metric`` headers and ``__MIN``/``__MAX`` columns handled), the ``history``
+  Parquet files (a file or a directory of them; needs ``pyarrow``: the ``wandb`` extra), or
+  ``ENTITY/PROJECT/RUN_ID`` through ``wandb.Api().run(...).scan_history()`` (needs ``wandb``
+  and a key).
+
+Each reader returns :class:`Imported`: records ``(step, metrics, time)`` sorted by step, where
+``time`` is the wall-clock time of the step (seconds since the epoch) when the source has one
+(``--compute gpu-hours:N`` needs it). Third-party packages are imported lazily: the base
+client stays standard library only.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trainer_client.limits import MAX_NAME_LENGTH, MAX_STEP
+
+TimedRecord = tuple[int, dict[str, float], "float | None"]
+
+
+@dataclass
+class Imported:
+    records: list[TimedRecord]
+    fit_metric: str | None = None  # what the source says to fit (MLflow tag scalewatch.fit_metric)
+    config: dict[str, Any] = field(default_factory=dict)
+
+
+class ImportSourceError(Exception):
+    """The source cannot be read (missing run, missing package): the message says why."""
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, (int, float)):
+        v = float(value)
+    elif isinstance(value, str):
+        try:
+            v = float(value)
+        except ValueError:
+            return None
+    else:
+        try:  # numpy scalars (Parquet / pandas rows)
+            v = float(value)
+        except (TypeError, ValueError):
+            return None
+    return v if math.isfinite(v) else None
+
+
+def _step_of(value: Any) -> int | None:
+    v = _number(value)
+    if v is None or not v.is_integer() or not 0 <= v <= MAX_STEP:
+        return None
+    return int(v)
+
+
+def _merge(rows: Iterable[TimedRecord]) -> list[TimedRecord]:
+    """One record per step (values of the same step merged, the latest wins), by step."""
+    by_step: dict[int, dict[str, float]] = {}
+    times: dict[int, float] = {}
+    for step, metrics, t in rows:
+        by_step.setdefault(step, {}).update(metrics)
+        if t is not None:
+            times[step] = max(t, times.get(step, t))
+    return [(s, by_step[s], times.get(s)) for s in sorted(by_step) if by_step[s]]
+
+
+# --------------------------------------------------------------------------- MLflow
+
+
+def _mlflow_client(uri: str) -> Any:
+    try:
+        from mlflow.tracking import MlflowClient
+    except ImportError as exc:
+        raise ImportSourceError(
+            "scalewatch import mlflow needs the mlflow client:\n    pip install mlflow-skinny"
+        ) from exc
+    return MlflowClient(tracking_uri=uri)
+
+
+def _find_mlflow_run(client: Any, experiment: str | None, run: str) -> Any:
+    from mlflow.exceptions import MlflowException
+
+    if experiment is None:
+        try:
+            return client.get_run(run)
+        except MlflowException:
+            pass
+    if experiment is not None:
+        exp = client.get_experiment_by_name(experiment)
+        if exp is None:
+            raise ImportSourceError(f"no MLflow experiment named {experiment!r}")
+        ids = [exp.experiment_id]
+    else:
+        ids = [e.experiment_id for e in client.search_experiments()]
+    quoted = run.replace("'", "\\'")
+    found = client.search_runs(ids, filter_string=f"attributes.run_name = '{quoted}'",
+                               max_results=2)
+    if not found and experiment is not None:
+        try:  # a run id given with its experiment
+            return client.get_run(run)
+        except MlflowException:
+            pass
+    if not found:
+        where = f" in experiment {experiment!r}" if experiment else ""
+        raise ImportSourceError(f"no MLflow run with id or name {run!r}{where}")
+    if len(found) > 1:
+        raise ImportSourceError(f"several MLflow runs are named {run!r}: give the run id")
+    return found[0]
+
+
+def read_mlflow(uri: str, run: str, experiment: str | None = None) -> Imported:
+    """Every value of every metric of one MLflow run (each metric's history, all pages)."""
+    client = _mlflow_client(uri)
+    r = _find_mlflow_run(client, experiment, run)
+    run_id = r.info.run_id
+    rows: list[TimedRecord] = []
+    for key in sorted(r.data.metrics):
+        if not 0 < len(key) <= MAX_NAME_LENGTH:
+            continue
+        # MlflowClient.get_metric_history pages through metrics/get-history itself.
+        history = sorted(client.get_metric_history(run_id, key),
+                         key=lambda m: (m.step, m.timestamp))
+        for m in history:
+            step, value = _step_of(m.step), _number(m.value)
+            if step is not None and value is not None:
+                rows.append((step, {key: value}, m.timestamp / 1000.0 if m.timestamp else None))
+    tags = dict(r.data.tags)
+    config: dict[str, Any] = {"mlflow_run_id": run_id}
+    return Imported(_merge(rows), fit_metric=tags.get("scalewatch.fit_metric"), config=config)
+
+
+# --------------------------------------------------------------------------- W&B
+
+
+def _flatten_row(row: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, float]]:
+    for key, value in row.items():
+        if not isinstance(key, str) or key.startswith("_"):
+            continue  # _step, _runtime, _timestamp, _wandb: bookkeeping, not metrics
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            if "_type" not in value:  # media and histograms are not scalars
+                yield from _flatten_row(value, name + "/")
+            continue
+        v = _number(value) if not isinstance(value, str) else None
+        if v is not None and len(name) <= MAX_NAME_LENGTH:
+            yield name, v
+
+
+def wandb_row_records(rows: Iterable[Mapping[str, Any]], step_key: str = "_step"
+                      ) -> list[TimedRecord]:
+    """Records of W&B history rows (``scan_history()`` dicts, Parquet rows): ``_step`` is the
+    step, ``_timestamp`` the wall-clock time, nested dicts are flattened with ``/``."""
+    out: list[TimedRecord] = []
+    for row in rows:
+        step = _step_of(row.get(step_key))
+        if step is None:
+            continue
+        metrics = {k: v for k, v in _flatten_row(row) if k != step_key}
+        out.append((step, metrics, _number(row.get("_timestamp"))))
+    return _merge(out)
+
+
+def read_wandb_csv(path: Path, step_key: str | None = None) -> list[TimedRecord]:
+    """The W&B UI's CSV export: a history table (``_step``, metric columns) or a chart export
+    (``Step``, ``RUN - metric`` columns with ``__MIN``/``__MAX`` companions)."""
+    with open(path, newline="", encoding="utf-8-sig") as f:
+        reader = csv.DictReader(f)
+        header = list(reader.fieldnames or [])
+        key = step_key or next((k for k in ("_step", "Step", "step") if k in header), None)
+        if key is None:
+            raise ImportSourceError(f"{path}: no _step or Step column (use --step-key)")
+        columns = [c for c in header if c != key and not c.startswith("_")
+                   and not c.endswith(("__MIN", "__MAX"))]
+        # A chart export names each column "RUN - metric": keep the metric when one run.
+        prefixes = {c.split(" - ", 1)[0] for c in columns if " - " in c}
+        strip = len(prefixes) == 1 and all(" - " in c for c in columns)
+        names = {c: (c.split(" - ", 1)[1] if strip else c) for c in columns}
+        rows: list[TimedRecord] = []
+        for row in reader:
+            step = _step_of(row.get(key))
+            if step is None:
+                continue
+            metrics = {}
+            for c in columns:
+                v = _number(row.get(c) or None)
+                if v is not None and 0 < len(names[c]) <= MAX_NAME_LENGTH:
+                    metrics[names[c]] = v
+            rows.append((step, metrics, _number(row.get("_timestamp") or None)))
+    return _merge(rows)
+
+
+def read_wandb_parquet(path: Path) -> list[TimedRecord]:
+    """The run's ``history`` Parquet files (one file, or every ``*.parquet`` under a
+    directory)."""
+    try:
+        import pyarrow.parquet as pq
+    except ImportError as exc:
+        raise ImportSourceError(
+            "reading W&B Parquet history needs pyarrow:\n    pip install 'scalewatch[wandb]'"
+        ) from exc
+    files = sorted(path.rglob("*.parquet")) if path.is_dir() else [path]
+    if not files:
+        raise ImportSourceError(f"no .parquet files under {path}")
+    rows: list[TimedRecord] = []
+    for f in files:
+        rows.extend(wandb_row_records(pq.read_table(f).to_pylist()))
+    return _merge(rows)
+
+
+def read_wandb_api(run_path: str) -> Imported:
+    """``ENTITY/PROJECT/RUN_ID`` through the W&B API: every history row (``scan_history``
+    pages through them; ``history()`` would sample)."""
+    try:
+        import wandb
+    except ImportError as exc:
+        raise ImportSourceError(
+            f"{run_path!r} is not a file; reading it from W&B needs wandb and a key:\n"
+            "    pip install wandb && wandb login"
+        ) from exc
+    run = wandb.Api().run(run_path)
+    records = wandb_row_records(run.scan_history(page_size=1000))
+    return Imported(records, config={"wandb_run": run_path})
+
+
+def read_wandb(source: str, step_key: str | None = None) -> Imported:
+    path = Path(source)
+    if path.is_file() and path.suffix.lower() == ".csv":
+        return Imported(read_wandb_csv(path, step_key), config={"source": f"wandb:{source}"})
+    if path.exists():
+        return Imported(read_wandb_parquet(path), config={"source": f"wandb:{source}"})
+    if source.count("/") == 2 and not source.startswith(("/", ".")):
+        return read_wandb_api(source)
+    raise ImportSourceError(f"{source} is neither a CSV/Parquet export nor ENTITY/PROJECT/RUN_ID")
