@@ -523,3 +523,25 @@ class Delivery(BaseModel):
 class DeliveryList(BaseModel):
     alert_id: int
     deliveries: list[Delivery]
+
+
+class ProjectOut(BaseModel):
+    id: int
+    name: str
+    created_at: str
+    fit_metric: str | None = Field(
+        None, description="The project's default fit metric: runs without their own fit it"
+    )
+
+
+class ProjectPatch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    fit_metric: str | None = Field(
+        None, min_length=1, max_length=limits.MAX_NAME_LENGTH,
+        description="The default fit metric of the project's runs; null clears it",
+    )
+
+    @field_validator("fit_metric")
+    @classmethod
+    def _metric(cls, v: str | None) -> str | None:
+        return None if v is None else _clean(v, "fit_metric")

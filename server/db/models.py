@@ -42,6 +42,8 @@ class Project(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(String(200), unique=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    # The project's default fit metric (migration 0007): runs without their own fit it.
+    fit_metric: Mapped[str | None] = mapped_column(String(200), nullable=True)
 
 
 class Run(Base):

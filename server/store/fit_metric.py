@@ -54,10 +54,14 @@ def _rank(name: str) -> int:
     return len(RULES)
 
 
-def explain_fit_metric(explicit: str | None, names: Iterable[str]) -> tuple[str, str]:
-    """(metric, why it was chosen)."""
+def explain_fit_metric(explicit: str | None, names: Iterable[str],
+                       project_default: str | None = None) -> tuple[str, str]:
+    """(metric, why it was chosen): the run's own, else its project's default, else the
+    recognised one."""
     if explicit:
         return explicit, "set for this run"
+    if project_default:
+        return project_default, "the project's default"
     best: tuple[int, str] | None = None
     for name in names:
         key = (_rank(name), name)
@@ -68,5 +72,6 @@ def explain_fit_metric(explicit: str | None, names: Iterable[str]) -> tuple[str,
     return best[1], f"recognised: {RULES[best[0]][0]}"
 
 
-def choose_fit_metric(explicit: str | None, names: Iterable[str]) -> str:
-    return explain_fit_metric(explicit, names)[0]
+def choose_fit_metric(explicit: str | None, names: Iterable[str],
+                      project_default: str | None = None) -> str:
+    return explain_fit_metric(explicit, names, project_default)[0]

@@ -13,7 +13,7 @@ from server.db.models import Fit, Point, Run, Series, utcnow
 from server.store.base import DirtySeries, NotFound
 from server.store.common import SqlBase, iso
 from server.store.fit_records import FitHistoryEntry, FitRecord, fit_summary
-from server.store.runs_sql import resolve_fit_metric
+from server.store.runs_sql import explicit_fit_metric, resolve_fit_metric
 
 
 class FitsMixin(SqlBase):
@@ -168,7 +168,7 @@ class FitsMixin(SqlBase):
                 "run_id": run.id,
                 "project": run.project.name,
                 "name": run.name,
-                "fit_metric": resolve_fit_metric(run.fit_metric, list(names)),
+                "fit_metric": resolve_fit_metric(explicit_fit_metric(run), list(names)),
                 "target_compute": run.target_compute,
                 "fit_settings": dict(run.fit_settings or {}),
                 "status": run.status,
@@ -182,7 +182,7 @@ class FitsMixin(SqlBase):
             raise NotFound(f"run {run_id} not found")
         rows = s.execute(select(Series.name, Series.id).where(Series.run_id == run_id))
         names: dict[str, int] = {n: i for n, i in rows}
-        name = metric or resolve_fit_metric(run.fit_metric, list(names))
+        name = metric or resolve_fit_metric(explicit_fit_metric(run), list(names))
         return names.get(name), name
 
     def latest_fit(self, run_id: int, metric: str | None = None) -> tuple[str, FitRecord | None]:

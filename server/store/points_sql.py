@@ -11,7 +11,7 @@ from sqlalchemy.engine import Row
 from sqlalchemy.orm import Session
 
 from server import limits
-from server.db.models import Point, Run, Series, utcnow
+from server.db.models import Point, Project, Run, Series, utcnow
 from server.ingest import PointRow
 from server.store.base import NotFound, PointsPage
 from server.store.chunks import CHUNK_LEVELS, ChunkRow, all_levels, upsert_sql
@@ -57,7 +57,7 @@ UPDATE runs SET last_seen_at = %s,
     last_step = CASE WHEN last_step IS NULL OR last_step <= %s THEN %s ELSE last_step END,
     last_compute = CASE WHEN last_step IS NULL OR last_step <= %s THEN %s ELSE last_compute END
 WHERE id = %s
-RETURNING fit_metric
+RETURNING COALESCE(fit_metric, (SELECT p.fit_metric FROM projects p WHERE p.id = runs.project_id))
 """
 
 _PG_SERIES = "SELECT name, id, last_step FROM series WHERE run_id = %s"
@@ -167,8 +167,14 @@ class PointsMixin(SqlBase):
                 s.execute(update(Run).where(Run.id == run_id).values(id=Run.id))
             # Lock the run row: concurrent batches of one run serialise here, which keeps the
             # summaries exact and the lock order (run, then series by id) deadlock-free.
+            # fit_metric: the run's own, else its project's default (the refit marker's metric).
+            project_default = (
+                select(Project.fit_metric).where(Project.id == Run.project_id).scalar_subquery()
+            )
             run = s.execute(
-                select(Run.id, Run.fit_metric).where(Run.id == run_id).with_for_update()
+                select(Run.id, func.coalesce(Run.fit_metric, project_default).label("fit_metric"))
+                .where(Run.id == run_id)
+                .with_for_update()
             ).first()
             if run is None:
                 raise NotFound(f"run {run_id} not found")

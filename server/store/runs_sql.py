@@ -22,6 +22,11 @@ def resolve_fit_metric(explicit: str | None, metric_names: set[str] | list[str])
     return choose_fit_metric(explicit, metric_names)
 
 
+def explicit_fit_metric(run: Run) -> str | None:
+    """The fit metric someone chose for `run`: its own, else its project's default."""
+    return run.fit_metric or run.project.fit_metric
+
+
 class RunsMixin(SqlBase):
     def _project_id(self, s: Session, name: str) -> int:
         insert = dialect_insert(s)
@@ -97,7 +102,24 @@ class RunsMixin(SqlBase):
             found = s.scalar(q)
             if found is None:
                 return None
-            return {"id": found.id, "name": found.name, "created_at": iso(found.created_at)}
+            return {"id": found.id, "name": found.name, "created_at": iso(found.created_at),
+                    "fit_metric": found.fit_metric}
+
+    def set_project_fit_metric(self, name: str, fit_metric: str | None) -> dict:
+        """Set (None: clear) a project's default fit metric, creating the project when missing;
+        every run of it without its own fit metric is refitted on the new choice."""
+        with self.session() as s:
+            pid = self._project_id(s, name)
+            s.execute(update(Project).where(Project.id == pid).values(fit_metric=fit_metric))
+            s.flush()
+            for run in s.scalars(
+                select(Run).where(Run.project_id == pid, Run.fit_metric.is_(None))
+                .options(selectinload(Run.project))
+            ).all():
+                self._request_refit(s, run)
+        found = self.get_project(name=name)
+        assert found is not None  # created above
+        return found
 
     def create_project(self, name: str) -> tuple[dict, bool]:
         """The project of that name, created when missing (True when this call created it)."""
@@ -182,7 +204,7 @@ class RunsMixin(SqlBase):
 
     def _request_refit(self, s: Session, run: Run) -> None:
         names = s.scalars(select(Series.name).where(Series.run_id == run.id)).all()
-        metric = resolve_fit_metric(run.fit_metric, list(names))
+        metric = resolve_fit_metric(explicit_fit_metric(run), list(names))
         s.execute(
             update(Series)
             .where(Series.run_id == run.id, Series.name == metric)
@@ -226,7 +248,7 @@ class RunsMixin(SqlBase):
             run = runs.get(run_id)
             if run is None:
                 continue
-            metric = resolve_fit_metric(run.fit_metric, list(latest[run_id]))
+            metric = resolve_fit_metric(explicit_fit_metric(run), list(latest[run_id]))
             fit_id = fit_ids[run_id].get(metric)
             if fit_id is not None:
                 wanted[run_id] = fit_id
@@ -243,7 +265,8 @@ class RunsMixin(SqlBase):
             run = runs.get(run_id)
             if run is None:
                 continue
-            metric_choice = explain_fit_metric(run.fit_metric, list(latest[run_id]))
+            metric_choice = explain_fit_metric(run.fit_metric, list(latest[run_id]),
+                                               run.project.fit_metric)
             out.append(
                 {
                     "id": run.id,

@@ -1,0 +1,32 @@
+"""Projects: read one, set its default fit metric."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path
+
+from server import limits
+from server.api.deps import AUTH_RESPONSES, READ, WRITE, StoreDep
+from server.api.schemas import ProjectOut, ProjectPatch, not_found
+from server.store.base import NotFound
+
+router = APIRouter(prefix="/api/v1/projects", tags=["projects"], responses=AUTH_RESPONSES)
+ProjectName = Annotated[str, Path(min_length=1, max_length=limits.MAX_NAME_LENGTH)]
+
+
+@router.get("/{project}", response_model=ProjectOut, dependencies=[READ],
+            responses=not_found("project"))
+def get_project(project: ProjectName, store: StoreDep) -> dict:
+    """A project and its default fit metric."""
+    found = store.get_project(name=project)
+    if found is None:
+        raise NotFound(f"project {project!r} not found")
+    return found
+
+
+@router.patch("/{project}", response_model=ProjectOut, dependencies=[WRITE])
+def patch_project(project: ProjectName, body: ProjectPatch, store: StoreDep) -> dict:
+    """Set (null: clear) the project's default fit metric, creating the project when missing.
+    A run's own fit metric (PATCH /runs/{id}) still wins; the others are refitted."""
+    return store.set_project_fit_metric(project, body.fit_metric)
