@@ -114,6 +114,7 @@ def _header(d: dict[str, Any]) -> html.Div:
                 id="run-title",
             ),
             html.Div(" · ".join(bits), className="meta"),
+            html.Div(_fit_metric_text(run), id="run-fit-metric", className="meta"),
             html.Div(
                 [
                     html.Div(head["label"], className="headline-label"),
@@ -125,6 +126,13 @@ def _header(d: dict[str, Any]) -> html.Div:
             ),
         ]
     )
+
+
+def _fit_metric_text(run: dict[str, Any]) -> str:
+    """Which metric the run's fit follows and why (its own, the project's default, or the
+    framework metric recognised by name)."""
+    why = run.get("fit_metric_reason")
+    return f"fits {run.get('fit_metric')}" + (f" ({why})" if why else "")
 
 
 def _note(d: dict[str, Any], shown: int) -> str:

@@ -121,3 +121,27 @@ def test_data_shapes_without_fits(sqlite_url: str) -> None:
     assert data.parse_ids("3, 1,x,3") == [3, 1]
     assert np.isfinite(d["points"]["values"]).all()
     store.engine.dispose()
+
+
+def test_run_page_says_which_metric_is_fitted_and_why(sqlite_url: str) -> None:
+    from dashboard import data
+    from dashboard.pages.run import _header
+
+    app = make_app(sqlite_url)
+    store = app.state.store
+    run, _ = store.get_or_create_run("frameworks", "grpo", compute_unit="steps")
+    store.ingest_points(run["id"], [
+        PointRow(m, i, float(i), 0.3, None)
+        for i in range(1, 4) for m in ("critic/score/mean", "val-core/math/acc/mean@4")])
+
+    def shown() -> str:
+        header = _header(data.run_detail(store, run["id"]))
+        return next(c.children for c in header.children if getattr(c, "id", "") ==
+                    "run-fit-metric")
+
+    assert shown() == "fits val-core/math/acc/mean@4 (recognised: verl validation accuracy)"
+    store.set_project_fit_metric("frameworks", "critic/score/mean")
+    assert shown() == "fits critic/score/mean (the project's default)"
+    store.update_run(run["id"], {"fit_metric": "val-core/math/acc/mean@4"})
+    assert shown() == "fits val-core/math/acc/mean@4 (set for this run)"
+    store.engine.dispose()
