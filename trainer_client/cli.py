@@ -65,6 +65,11 @@ def _client_parsers(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("import", help="load a finished run's log files once")
     add_import_arguments(p)
     p.set_defaults(func=import_main)
+    from trainer_client.fit_metric_cli import add_fit_metric_arguments, fit_metric_main
+
+    p = sub.add_parser("fit-metric", help="the metric a project's runs (or one run) fit")
+    add_fit_metric_arguments(p)
+    p.set_defaults(func=fit_metric_main)
     p = sub.add_parser("pipelinerl-sidecar", help="follow a PipelineRL experiment directory")
     try:
         from trainer_client.pipelinerl import add_sidecar_arguments, sidecar_main

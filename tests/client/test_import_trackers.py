@@ -191,3 +191,28 @@ def test_import_mlflow_from_scalewatch_endpoint_pages_history(
     assert (got["fit_metric"], got["compute_unit"]) == ("eval_reward", "steps")
     pts = _all_points(live_server, got["id"], "eval_reward")
     assert [p["step"] for p in pts] == list(range(steps))
+
+
+@pytest.mark.slow
+def test_fit_metric_cli(live_server: LiveServer, tmp_path: Path,
+                        capsys: pytest.CaptureFixture[str]) -> None:
+    home = str(tmp_path / "h")
+    for name in ("a", "b"):
+        log = tmp_path / f"{name}.jsonl"
+        log.write_text("".join(
+            f'{{"step": {s}, "eval_reward": {s / 10}, "reward": {s / 20}}}\n' for s in range(5)))
+        assert cli_main(["import", "jsonl", str(log), "--project", "fm", "--name", name,
+                         "--url", live_server.url, "--home", home, "--no-progress"]) == 0
+    base = ["fit-metric", "--project", "fm", "--url", live_server.url]
+    assert cli_main([*base, "reward"]) == 0
+    assert "default fit metric reward" in capsys.readouterr().out
+    assert _run(live_server, "fm", "a")["fit_metric_reason"] == "the project's default"
+    assert cli_main([*base, "--run", "b", "eval_reward"]) == 0
+    assert "fm/b fits eval_reward (set for this run)" in capsys.readouterr().out
+    assert (_run(live_server, "fm", "a")["fit_metric"],
+            _run(live_server, "fm", "b")["fit_metric"]) == ("reward", "eval_reward")
+    assert cli_main([*base, "--run", "b", "--clear"]) == 0
+    assert "fm/b fits reward (the project's default)" in capsys.readouterr().out
+    assert cli_main([*base, "--clear"]) == 0
+    assert _run(live_server, "fm", "a")["fit_metric"] == "eval_reward"  # recognised again
+    assert cli_main([*base, "--run", "nope", "x"]) == 1
