@@ -90,7 +90,7 @@ def test_readme_server_commands_say_where_scalewatch_is():
 
     Bare `scalewatch` is right only for the client commands a trainer's environment has."""
     bare = [c for c in shell_commands("scalewatch ")]
-    client_commands = ("sync", "pipelinerl-sidecar", "follow", "import")
+    client_commands = ("sync", "pipelinerl-sidecar", "follow", "import", "fit-metric")
     assert all(c.split()[1] in client_commands for c in bare), bare
     assert len(shell_commands(".venv/bin/scalewatch ")) >= 8
     prose = re.sub(r"```.*?```", "", README, flags=re.S)
