@@ -52,20 +52,38 @@ Pt = tuple[int, float, float]  # step, compute, value
 
 
 def chunk_rows_from_points(sid: int, level: int, points: Iterable[Pt]) -> list[ChunkRow]:
-    """The chunks of `points` (any order; one series) at `level`."""
-    groups: dict[int, list[Pt]] = {}
-    for p in points:
-        groups.setdefault(p[0] >> level, []).append(p)
-    out = []
-    for chunk, pts in sorted(groups.items()):
-        first = min(pts, key=lambda p: p[0])
-        last = max(pts, key=lambda p: p[0])
-        lo = min(pts, key=lambda p: (p[2], p[0]))
-        hi = max(pts, key=lambda p: (p[2], p[0]))
-        computes = [p[1] for p in pts]
+    """The chunks of `points` (any order, distinct steps; one series) at `level`.
+
+    One pass in step order (ingest calls this for every batch, so it avoids per-point calls)."""
+    out: list[ChunkRow] = []
+    chunk = None
+    n = 0
+    first = last = lo = hi = (0, 0.0, 0.0)
+    cmin = cmax = 0.0
+    for p in sorted(points):
+        c = p[0] >> level
+        if c != chunk:
+            if chunk is not None:
+                out.append(ChunkRow(
+                    sid, level, chunk, n, first[0], last[0], cmin, cmax, first[1], first[2],
+                    last[1], last[2], lo[0], lo[1], lo[2], hi[0], hi[1], hi[2],
+                ))  # fmt: skip
+            chunk, n, first, lo, hi, cmin, cmax = c, 0, p, p, p, p[1], p[1]
+        n += 1
+        last = p
+        v = p[2]
+        if v < lo[2]:  # ties: the earliest lowest stays (points come in step order)
+            lo = p
+        if v >= hi[2]:  # ties: the latest highest wins
+            hi = p
+        if p[1] < cmin:
+            cmin = p[1]
+        elif p[1] > cmax:
+            cmax = p[1]
+    if chunk is not None:
         out.append(ChunkRow(
-            sid, level, chunk, len(pts), first[0], last[0], min(computes), max(computes),
-            first[1], first[2], last[1], last[2], lo[0], lo[1], lo[2], hi[0], hi[1], hi[2],
+            sid, level, chunk, n, first[0], last[0], cmin, cmax, first[1], first[2],
+            last[1], last[2], lo[0], lo[1], lo[2], hi[0], hi[1], hi[2],
         ))  # fmt: skip
     return out
 
@@ -106,12 +124,16 @@ def upsert_sql(dialect: str, merge: bool) -> str:
     """INSERT of chunk rows; on conflict either replace the row, or (`merge`, for rows built
     from appended points only, all past the chunk's stored steps) merge into it."""
     ph = _PLACEHOLDERS[dialect]
-    least, greatest = ("LEAST", "GREATEST") if dialect == "postgresql" else ("min", "max")
-    head = (
+    return (
         f"INSERT INTO point_chunks ({', '.join(COLUMNS)}) "
-        f"VALUES ({', '.join([ph] * len(COLUMNS))}) "
-        "ON CONFLICT (series_id, level, chunk) DO UPDATE SET "
+        f"VALUES ({', '.join([ph] * len(COLUMNS))}) " + conflict_sql(dialect, merge)
     )
+
+
+def conflict_sql(dialect: str, merge: bool) -> str:
+    """The ON CONFLICT clause of `upsert_sql` (also used after an INSERT ... SELECT)."""
+    least, greatest = ("LEAST", "GREATEST") if dialect == "postgresql" else ("min", "max")
+    head = "ON CONFLICT (series_id, level, chunk) DO UPDATE SET "
     if not merge:
         return head + ", ".join(f"{c} = excluded.{c}" for c in COLUMNS[3:])
     old = "point_chunks"
