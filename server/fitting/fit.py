@@ -99,8 +99,13 @@ def _refine(
     value_range: tuple[float, float],
     m_bounds: tuple[float, float],
     fixed_a: float | None,
+    weights: FloatArray | None = None,
 ) -> tuple[float, float, float, float]:
-    """Bounded least squares from ``start`` over the free parameters, analytic Jacobian."""
+    """Bounded least squares from ``start`` over the free parameters, analytic Jacobian.
+
+    ``weights`` (e.g. bin counts) weight each squared residual, so a fit on binned data
+    minimises the same SSR as on the points (up to the within-bin spread of the curve)."""
+    sw = None if weights is None else np.sqrt(np.asarray(weights, dtype=float))
     lo, hi = value_range
     free = [i for i, f in enumerate((fixed_a is None, True, True, fit_r0)) if f]
     lower = np.array([lo, m_bounds[0], G.B_BOUNDS[0], lo])[free]
@@ -117,11 +122,13 @@ def _refine(
 
     def fun(p: FloatArray) -> FloatArray:
         a, m, b, r0 = unpack(p)
-        return r0 + (a - r0) * frac(x, m, b) - y
+        r = r0 + (a - r0) * frac(x, m, b) - y
+        return r if sw is None else r * sw
 
     def jac(p: FloatArray) -> FloatArray:
         a, m, b, r0 = unpack(p)
-        return jacobian_x(x, a, m, b, r0, True)[:, free]
+        j = jacobian_x(x, a, m, b, r0, True)[:, free]
+        return j if sw is None else j * sw[:, None]
 
     try:
         sol = least_squares(fun, p0, jac=jac, bounds=(lower, upper), method="trf",
