@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from itertools import combinations
 from typing import Any
 
@@ -20,31 +20,45 @@ BINNED_REFIT_ABOVE = 4000  # points; above it the fixed-A refit runs on binned d
 REFIT_BINS = 400
 
 
+class FixedARefit:
+    """Refits of one run with A fixed (the paper's slope comparison) at any A: the data are
+    prepared and binned once, since a comparison refits a run at a different A per pair."""
+
+    def __init__(self, compute: ArrayLike, values: ArrayLike, options: FitOptions) -> None:
+        self.prep = prepare(compute, values, options)
+        lo, hi = options.value_range
+        self.vr = (float(lo), float(hi))
+        self.binned = self.coarse = None
+        if self.prep.y.size > BINNED_REFIT_ABOVE:
+            # A long run (the dashboard compares 100k-point runs): refine on REFIT_BINS bins in
+            # log-compute weighted by their counts; the same SSR up to the curve's spread
+            # inside a bin, at a hundredth of the cost of least squares over every point.
+            self.binned = G.bin_data(self.prep.x, self.prep.y, max_bins=REFIT_BINS)
+            self.coarse = G.bin_data(self.prep.x, self.prep.y)
+
+    def at(self, a: float) -> tuple[float, float, float] | None:
+        """(B, C_mid, R0) of the best curve with A = ``a``."""
+        prep = self.prep
+        if prep.y.size < 3:
+            return None
+        if self.binned is None or self.coarse is None:
+            _, m, b, r0 = point_fit(prep.x, prep.y, prep.r0, self.vr, fixed_a=a).theta
+            return b, prep.c0 * float(np.exp(m)), r0
+        m_axis, b_axis = G.default_axes(float(prep.x[0]))
+        gr = G.search(self.coarse, prep.r0, self.vr, m_axis, b_axis, fixed_a=a)
+        i = gr.best
+        start = (float(gr.a[i]), float(gr.m[i]), float(gr.b[i]), float(gr.r0[i]))
+        m_bounds = (float(m_axis[0]) - 2.0, float(np.log(1000.0)))
+        _, m, b, r0 = _refine(self.binned.x, self.binned.y, start, prep.r0 is None, self.vr,
+                              m_bounds, fixed_a=a, weights=self.binned.w)
+        return b, prep.c0 * float(np.exp(m)), r0
+
+
 def refit_fixed_a(
     compute: ArrayLike, values: ArrayLike, options: FitOptions, a: float
 ) -> tuple[float, float, float] | None:
     """Refit with A fixed (the paper's slope comparison); returns (B, C_mid, R0)."""
-    prep = prepare(compute, values, options)
-    if prep.y.size < 3:
-        return None
-    lo, hi = options.value_range
-    vr = (float(lo), float(hi))
-    if prep.y.size > BINNED_REFIT_ABOVE:
-        # A long run (the dashboard compares 100k-point runs): refine on REFIT_BINS bins in
-        # log-compute weighted by their counts; the same SSR up to the curve's spread inside
-        # a bin, at a hundredth of the cost of least squares over every point.
-        binned = G.bin_data(prep.x, prep.y, max_bins=REFIT_BINS)
-        m_axis, b_axis = G.default_axes(float(prep.x[0]))
-        gr = G.search(G.bin_data(prep.x, prep.y), prep.r0, vr, m_axis, b_axis, fixed_a=a)
-        i = gr.best
-        start = (float(gr.a[i]), float(gr.m[i]), float(gr.b[i]), float(gr.r0[i]))
-        m_bounds = (float(m_axis[0]) - 2.0, float(np.log(1000.0)))
-        _, m, b, r0 = _refine(binned.x, binned.y, start, prep.r0 is None, vr, m_bounds,
-                              fixed_a=a, weights=binned.w)
-        return b, prep.c0 * float(np.exp(m)), r0
-    pf = point_fit(prep.x, prep.y, prep.r0, vr, fixed_a=a)
-    _, m, b, r0 = pf.theta
-    return b, prep.c0 * float(np.exp(m)), r0
+    return FixedARefit(compute, values, options).at(a)
 
 
 def _last_cross(grid: FloatArray, d: FloatArray) -> tuple[FloatArray, FloatArray]:
@@ -130,22 +144,28 @@ def compare_fits(
     fits = {n: r for n, (_, _, r) in series.items()}
     grid = _cross_grid(list(fits.values()), budget)
     curves = {n: _curves(r, grid) for n, r in fits.items()} if grid is not None else {}
+    refits: dict[str, FixedARefit] = {}
+
+    def refitter(name: str) -> FixedARefit:
+        if name not in refits:
+            c, y, _ = series[name]
+            refits[name] = FixedARefit(c, y, options)
+        return refits[name]
+
     pairs = []
     for n1, n2 in combinations(series, 2):
-        c1, y1, r1 = series[n1]
-        c2, y2, r2 = series[n2]
+        r1, r2 = fits[n1], fits[n2]
         pairs.append({
             "runs": [n1, n2],
-            "decision": _decision(n1, n2, c1, y1, r1, c2, y2, r2, options, margin),
+            "decision": _decision(n1, n2, r1, r2, refitter, margin),
             "crossover": _crossover(n1, n2, grid, curves.get(n1), curves.get(n2)),
             "winner_at_budget": None if budget is None else _winner(n1, n2, r1, r2, budget),
         })
     return {"budget": budget, "margin": margin, "runs": runs, "pairs": pairs}
 
 
-def _decision(n1: str, n2: str, c1: ArrayLike, y1: ArrayLike, r1: FitResult,
-              c2: ArrayLike, y2: ArrayLike, r2: FitResult, options: FitOptions,
-              margin: float) -> dict[str, Any]:
+def _decision(n1: str, n2: str, r1: FitResult, r2: FitResult,
+              refitter: Callable[[str], FixedARefit], margin: float) -> dict[str, Any]:
     out: dict[str, Any] = {"rule": "undetermined", "delta_A": None, "higher_asymptote": None,
                            "fixed_A": None, "B_at_fixed_A": None, "more_efficient": None,
                            "reason": ""}
@@ -161,8 +181,8 @@ def _decision(n1: str, n2: str, c1: ArrayLike, y1: ArrayLike, r1: FitResult,
         out["reason"] = f"|dA| = {delta:.3f} > {margin}: the higher asymptote wins"
         return out
     a_fix = (r1.A + r2.A) / 2.0
-    f1 = refit_fixed_a(c1, y1, options, a_fix)
-    f2 = refit_fixed_a(c2, y2, options, a_fix)
+    f1 = refitter(n1).at(a_fix)
+    f2 = refitter(n2).at(a_fix)
     out.update(rule="same_asymptote", fixed_A=a_fix)
     if f1 is None or f2 is None:
         out["reason"] = "fixed-A refit failed"
