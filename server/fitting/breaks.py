@@ -189,8 +189,12 @@ def detect_break(
     drop = float(was.mean()) - level
     level_sd = mean_noise_sd(sd, t, recent)
     half = 1.96 * float(np.sqrt(float(was.var()) + level_sd**2))
-    if drop < MIN_DROP or float(r_all[-recent:].mean()) > -MIN_DROP / 2:
-        return None  # too small to matter, or the newest points are back on the curve
+    if drop < MIN_DROP or drop - half < MIN_DROP / 2:
+        # Too small to matter, or not clearly more than half of that: a short dip of a few
+        # evaluations under a curve the noise had lifted is not worth withholding A for.
+        return None
+    if float(r_all[-recent:].mean()) > -MIN_DROP / 2:
+        return None  # the newest points are back on the curve
     return Break(
         index=start, compute=0.0, drop=drop, drop_ci=(drop - half, drop + half), z=z,
         level=level, level_ci=(level - 1.96 * level_sd, level + 1.96 * level_sd),
