@@ -21,6 +21,7 @@ Only falls are breaks: a jump up is good news and the refit follows it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,10 +40,13 @@ MIN_DROP = 0.02  # the paper's margin on A: smaller departures are not worth a v
 RECENT = 5  # the newest evaluations that make the "recent level"
 
 
+Theta = tuple[float, float, float, float]  # (A, m, B, R0), m = ln(C_mid / c0)
+Refit = Callable[[FloatArray, FloatArray, Theta], Theta]  # a warm-started fit of a prefix
+
+
 @dataclass(frozen=True)
 class Break:
     index: int  # first point of the new regime, in the window's (sorted) points
-    compute: float
     drop: float  # how far the recent level lies below the pre-break curve (positive)
     drop_ci: tuple[float, float]
     z: float  # the test statistic (segment mean / its standard error)
@@ -114,16 +118,13 @@ def detect_break(
     theta: tuple[float, float, float, float],
     r0: float | None,
     value_range: tuple[float, float],
-    eval_sd: float,
-    tau: float,
-    refit: object,
+    refit: Refit,
 ) -> Break | None:
     """The most significant lasting fall of the newest points below the earlier curve.
 
     ``refit(x, y, start)`` returns a point fit ``(A, m, B, R0)`` of a prefix (the caller's
-    warm-startable fitter, so this module does not depend on ``fit.py``).  ``eval_sd`` and
-    ``tau`` (the full fit's noise model) are unused by the test itself, whose noise comes
-    from the points before each candidate break; they are kept for callers' symmetry.
+    warm-startable fitter, so this module does not depend on ``fit.py``).  The noise model
+    of each test comes from the points before its candidate break.
     """
     n = int(x.size)
     if n < MIN_POINTS:
@@ -145,7 +146,7 @@ def detect_break(
     best: tuple[float, int, tuple[float, float, float, float], float, float] | None = None
     for m in cands:
         k = n - m
-        th = refit(x[:k], y[:k], theta)  # type: ignore[operator]
+        th = refit(x[:k], y[:k], theta)
         if th[0] - th[3] < MIN_DROP:
             continue  # no rise before it: a run that never climbed cannot break off its climb
         unc = analyse(x[:k], y[:k], th, fit_r0, value_range)
@@ -196,7 +197,7 @@ def detect_break(
     if float(r_all[-recent:].mean()) > -MIN_DROP / 2:
         return None  # the newest points are back on the curve
     return Break(
-        index=start, compute=0.0, drop=drop, drop_ci=(drop - half, drop + half), z=z,
+        index=start, drop=drop, drop_ci=(drop - half, drop + half), z=z,
         level=level, level_ci=(level - 1.96 * level_sd, level + 1.96 * level_sd),
         n_after=n - start, theta_before=th,
     )

@@ -22,7 +22,6 @@ COARSE = (12, 8)  # coarse (m, B) check grid used to validate warm starts
 ID_MAX_WIDTH = 0.1  # A interval wider than this -> unidentified
 EDGE_EPS = 1e-3
 KNEE_FACTOR = 1.5  # the window must reach KNEE_FACTOR x the upper bound of C_mid to claim A
-MIN_RISE = 0.3  # ... and the fitted curve must cover this fraction of its gain in the window
 MIN_REGIME = 12  # evaluations since a break needed to fit the new regime
 
 
@@ -248,13 +247,11 @@ def fit_curve(
         a, b, cm, r0p = previous.params
         start = (a, float(np.log(cm / prep.c0)), b, r0p)
     pf = point_fit(prep.x, prep.y, prep.r0, (lo, hi), start, need_grid=options.intervals)
-    unc = analyse(prep.x, prep.y, pf.theta, prep.r0 is None, (lo, hi))
-
     def refit(x: FloatArray, y: FloatArray, st: tuple[float, float, float, float]
               ) -> tuple[float, float, float, float]:
         return point_fit(x, y, prep.r0, (lo, hi), st).theta
 
-    brk = detect_break(prep.x, prep.y, pf.theta, prep.r0, (lo, hi), unc.eval_sd, unc.tau, refit)
+    brk = detect_break(prep.x, prep.y, pf.theta, prep.r0, (lo, hi), refit)
     if brk is not None:
         return broken(prep, options, brk)
     collapse = _collapse(prep.y)

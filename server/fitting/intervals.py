@@ -113,8 +113,8 @@ def _noise(e: FloatArray, p: int) -> tuple[float, float, float]:
     squares, tau2 = (1 + rho^2) / (1 - rho^2) (less than tau: squares decorrelate faster)."""
     n = e.size
     sigma = float(np.sqrt(max(float(e @ e) / max(n - p, 1), 1e-12)))
-    rho = (autocorr_time(e) - 1.0) / (autocorr_time(e) + 1.0)  # AR(1) rho with that tau
-    tau = (1.0 + rho) / (1.0 - rho)
+    tau = autocorr_time(e)
+    rho = (tau - 1.0) / (tau + 1.0)  # the AR(1) coefficient with that autocorrelation time
     tau2 = (1.0 + rho * rho) / (1.0 - rho * rho)
     dof = max(n / tau2 - p, 2.0)
     return sigma, tau, float(stats.t.ppf(0.975, dof))

@@ -52,7 +52,6 @@ def posterior_axes(x_min: float, n_m: int = G.N_M, n_b: int = G.N_B) -> tuple[Fl
 @dataclass(frozen=True)
 class Posterior:
     draws: FloatArray  # rows (A, m, B, R0) in internal coordinates (m = ln(C_mid / c0))
-    grid: G.Grid  # the refined grid the draws come from
 
 
 def log_jeffreys(gr: G.Grid, data: G.Binned, fit_r0: bool) -> FloatArray:
@@ -147,4 +146,4 @@ def sample(
         r0_d = np.clip(r0_mu + np.sqrt(s2 / fine.guu[cells]) * rng.standard_normal(n), lo, hi)
     else:
         r0_d = np.full(n, float(r0))
-    return Posterior(np.column_stack([a, m, b, r0_d]), fine)
+    return Posterior(np.column_stack([a, m, b, r0_d]))
