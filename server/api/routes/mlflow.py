@@ -312,12 +312,7 @@ def _search_runs(store: Store, p: Payload) -> Payload:
         status = RUN_STATUS.get(wanted["status"].upper())
         if status is None:
             return {"runs": []}
-    try:
-        max_results = int(p.get("max_results") or MAX_SEARCH_RESULTS)
-        offset = int(p.get("page_token") or 0)
-    except (TypeError, ValueError):
-        raise invalid("max_results and page_token must be integers") from None
-    max_results = max(1, min(max_results, MAX_SEARCH_RESULTS))
+    max_results, offset = _page(p, MAX_SEARCH_RESULTS)
     found: list[Payload] = []
     for exp_id in exp_ids:
         try:
@@ -345,15 +340,20 @@ def _search_runs(store: Store, p: Payload) -> Payload:
     return out
 
 
+def _page(p: Payload, cap: int) -> tuple[int, int]:
+    """(max_results clamped to 1..cap, page_token) of a paged MLflow call."""
+    try:
+        max_results = int(p.get("max_results") or cap)
+        token = int(p.get("page_token") or 0)
+    except (TypeError, ValueError):
+        raise invalid("max_results and page_token must be integers") from None
+    return max(1, min(max_results, cap)), token
+
+
 def _get_history(store: Store, p: Payload) -> Payload:
     run = store.get_run(_run_id(p))
     key = _str(p, "metric_key")
-    try:
-        max_results = int(p.get("max_results") or MAX_HISTORY_PAGE)
-        since = int(p.get("page_token") or 0)
-    except (TypeError, ValueError):
-        raise invalid("max_results and page_token must be integers") from None
-    max_results = max(1, min(max_results, MAX_HISTORY_PAGE))
+    max_results, since = _page(p, MAX_HISTORY_PAGE)
     if key not in run["latest"]:
         return {"metrics": []}
     page = store.get_points(run["id"], key, since_step=since, limit=max_results)
