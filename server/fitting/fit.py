@@ -313,6 +313,40 @@ def broken(prep: Prepared, options: FitOptions, brk: Break) -> FitResult:
     )
 
 
+def withheld_because(
+    ci_a: tuple[float, float], ci_cmid: tuple[float, float] | None, fit_end: float | None,
+    value_range: tuple[float, float],
+) -> str | None:
+    """Why A must be withheld (``unidentified``), or None when it can be claimed."""
+    lo, hi = value_range
+    a_lo, a_hi = ci_a
+    if a_lo <= lo + EDGE_EPS or a_hi >= hi - EDGE_EPS:
+        return "reaches the value-range bound"
+    if a_hi - a_lo > ID_MAX_WIDTH:
+        return f"is wider than {ID_MAX_WIDTH}"
+    # The midpoint must be behind the run with confidence: a window that may still be short
+    # of C_mid can look like a plateau when persistent noise flattens its end, and claiming
+    # A there is how forecasts end up confidently wrong.
+    if ci_cmid is not None and fit_end is not None and KNEE_FACTOR * ci_cmid[1] > fit_end:
+        return "is narrow, but C_mid may still lie beyond the data"
+    return None
+
+
+def a_lower_bound(ci_a: tuple[float, float], draws: Any, fit_end: float | None) -> float:
+    """A lower bound on a withheld A.
+
+    The curve rises monotonically towards A, so A is at least the curve's level at the end
+    of the window; that level is well determined even when A is not, which makes it a far
+    more useful (and still defensible) lower bound than A's own interval."""
+    lower = ci_a[0]
+    if len(draws) and fit_end is not None:
+        end_lo = band(np.array([fit_end]), np.asarray(draws, dtype=float).reshape(-1, 4),
+                      np.empty((0, 4)))[0][0]
+        if np.isfinite(end_lo):
+            lower = max(lower, float(end_lo))
+    return lower
+
+
 def finish(prep: Prepared, options: FitOptions, pf: PointFit) -> FitResult:
     """Status, intervals and the result object for a point fit."""
     lo, hi = (float(v) for v in options.value_range)
@@ -357,25 +391,11 @@ def finish(prep: Prepared, options: FitOptions, pf: PointFit) -> FitResult:
             pred = post.forecast
         curve_iv, pred_iv = post.curve_interval, post.predicted_interval
         draws = tuple(tuple(map(float, r)) for r in post.draws)  # type: ignore[misc]
-    a_lo, a_hi = ci_a
-    at_edge = a_lo <= lo + EDGE_EPS or a_hi >= hi - EDGE_EPS
-    wide = a_hi - a_lo > ID_MAX_WIDTH
-    # The midpoint must be behind the run with confidence: a window that may still be short
-    # of C_mid can look like a plateau when persistent noise flattens its end, and claiming
-    # A there is how forecasts end up confidently wrong.
-    pre_knee = ci is not None and prep.fit_range is not None and \
-        KNEE_FACTOR * ci["C_mid"][1] > prep.fit_range[1]
-    if at_edge or wide or pre_knee:
-        # The curve rises monotonically towards A, so A is at least the curve's level at the
-        # end of the window; that level is well determined even when A is not, which makes it
-        # a far more useful (and still defensible) lower bound than A's own interval.
-        lower = a_lo
-        if draws and prep.fit_range is not None:
-            end_lo = band(np.array([prep.fit_range[1]]), np.array(draws), np.empty((0, 4)))[0][0]
-            if np.isfinite(end_lo):
-                lower = max(lower, float(end_lo))
-        why = ("reaches the value-range bound" if at_edge else f"is wider than {ID_MAX_WIDTH}"
-               if wide else "is narrow, but C_mid may still lie beyond the data")
+    fit_end = None if prep.fit_range is None else prep.fit_range[1]
+    why = withheld_because(ci_a, None if ci is None else ci["C_mid"], fit_end, (lo, hi))
+    if why is not None:
+        lower = a_lower_bound(ci_a, draws, fit_end)
+        a_lo, a_hi = ci_a
         return FitResult(
             status="unidentified", A=None, A_lower_bound=lower, ci=ci,
             predicted_at_target=pred, predicted_interval=pred_iv, curve_interval=curve_iv,
@@ -383,5 +403,5 @@ def finish(prep: Prepared, options: FitOptions, pf: PointFit) -> FitResult:
                     f"{why}); the run has probably not passed its knee",
             draws=draws, **common)
     return FitResult(
-        status="ok", A=a_point, A_lower_bound=a_lo, ci=ci, predicted_at_target=pred,
+        status="ok", A=a_point, A_lower_bound=ci_a[0], ci=ci, predicted_at_target=pred,
         predicted_interval=pred_iv, curve_interval=curve_iv, message="", draws=draws, **common)

@@ -80,26 +80,34 @@ def log_jeffreys(gr: G.Grid, data: G.Binned, fit_r0: bool) -> FloatArray:
     return np.where(sign > 0, 0.5 * logdet, -np.inf)
 
 
-def _cell_weights(gr: G.Grid, s2: float, lo: float, hi: float,
-                  log_prior: FloatArray) -> tuple[FloatArray, FloatArray]:
-    sd = np.sqrt(s2 / gr.k_a)
-    alpha, beta = (lo - gr.a_u) / sd, (hi - gr.a_u) / sd
-    # log(Phi(beta) - Phi(alpha)), stable in both tails
-    log_mass = np.where(
-        gr.a_u <= (lo + hi) / 2,
+def log_interval_mass(mu: FloatArray, sd: FloatArray, lo: float, hi: float) -> FloatArray:
+    """log P(lo <= X <= hi) for X ~ N(mu, sd^2), stable in both tails."""
+    alpha, beta = (lo - mu) / sd, (hi - mu) / sd
+    return np.where(
+        mu <= (lo + hi) / 2,
         log_ndtr(beta) + np.log1p(-np.exp(np.minimum(log_ndtr(alpha) - log_ndtr(beta), -1e-12))),
         log_ndtr(-alpha) + np.log1p(-np.exp(np.minimum(log_ndtr(-beta) - log_ndtr(-alpha),
                                                        -1e-12))),
     )
-    logw = (-(gr.ssr_u - gr.ssr_u.min()) / (2.0 * s2) - 0.5 * gr.logdet + log_mass
-            + log_prior)
+
+
+def normalise(logw: FloatArray) -> FloatArray:
+    """Weights from log weights (non-finite ones get zero), summing to one."""
     logw = np.where(np.isfinite(logw), logw, -np.inf)
     w = np.exp(logw - logw.max())
-    return w / w.sum(), sd
+    return w / w.sum()
 
 
-def _refined_axes(gr: G.Grid, w: FloatArray, m_axis: FloatArray,
-                  b_axis: FloatArray) -> tuple[FloatArray, FloatArray]:
+def _cell_weights(gr: G.Grid, s2: float, lo: float, hi: float,
+                  log_prior: FloatArray) -> tuple[FloatArray, FloatArray]:
+    sd = np.sqrt(s2 / gr.k_a)
+    logw = (-(gr.ssr_u - gr.ssr_u.min()) / (2.0 * s2) - 0.5 * gr.logdet
+            + log_interval_mass(gr.a_u, sd, lo, hi) + log_prior)
+    return normalise(logw), sd
+
+
+def refined_axes(gr: G.Grid, w: FloatArray, m_axis: FloatArray,
+                 b_axis: FloatArray) -> tuple[FloatArray, FloatArray]:
     """A finer grid over the (m, ln B) box that holds the posterior mass."""
     keep = w >= MASS_FLOOR * w.max()
     mi = np.searchsorted(m_axis, gr.m[keep])
@@ -109,6 +117,25 @@ def _refined_axes(gr: G.Grid, w: FloatArray, m_axis: FloatArray,
     b_lo = b_axis[max(int(bi.min()) - 1, 0)]
     b_hi = b_axis[min(int(bi.max()) + 1, b_axis.size - 1)]
     return np.linspace(m_lo, m_hi, REFINE[0]), np.geomspace(b_lo, b_hi, REFINE[1])
+
+
+def jitter_cells(fine: G.Grid, fm: FloatArray, fb: FloatArray, cells: FloatArray,
+                 rng: np.random.Generator) -> tuple[FloatArray, FloatArray]:
+    """(m, B) of the drawn cells, spread uniformly over each cell so C_mid and B intervals
+    are not quantised to the grid."""
+    n = cells.size
+    dm = (fm[1] - fm[0]) if fm.size > 1 else 0.0
+    dlb = float(np.log(fb[1] / fb[0])) if fb.size > 1 else 0.0
+    return (fine.m[cells] + dm * (rng.random(n) - 0.5),
+            fine.b[cells] * np.exp(dlb * (rng.random(n) - 0.5)))
+
+
+def truncated_normal(mu: FloatArray, sd: FloatArray, lo: float, hi: float,
+                     rng: np.random.Generator) -> FloatArray:
+    """One draw per (mu, sd) from N(mu, sd^2) truncated to [lo, hi] (inverse CDF)."""
+    p_lo, p_hi = ndtr((lo - mu) / sd), ndtr((hi - mu) / sd)
+    u = p_lo + rng.random(np.shape(mu)) * (p_hi - p_lo)
+    return np.clip(mu + sd * ndtri(np.clip(u, 1e-300, 1 - 1e-16)), lo, hi)
 
 
 def sample(
@@ -127,20 +154,14 @@ def sample(
     gr = coarse if coarse is not None else G.search(binned, r0, value_range, m_axis, b_axis)
     fit_r0 = r0 is None
     w, _ = _cell_weights(gr, s2, lo, hi, log_jeffreys(gr, binned, fit_r0))
-    fm, fb = _refined_axes(gr, w, m_axis, b_axis)
+    fm, fb = refined_axes(gr, w, m_axis, b_axis)
     fine = G.search(binned, r0, value_range, fm, fb)
     w, sd = _cell_weights(fine, s2, lo, hi, log_jeffreys(fine, binned, fit_r0))
     rng = np.random.default_rng(seed)
     cells = rng.choice(w.size, size=n, p=w)
-    # Spread draws uniformly over their cell so C_mid and B intervals are not quantised.
-    dm = (fm[1] - fm[0]) if fm.size > 1 else 0.0
-    dlb = float(np.log(fb[1] / fb[0])) if fb.size > 1 else 0.0
-    m = fine.m[cells] + dm * (rng.random(n) - 0.5)
-    b = fine.b[cells] * np.exp(dlb * (rng.random(n) - 0.5))
-    mu, s = fine.a_u[cells], sd[cells]
-    p_lo, p_hi = ndtr((lo - mu) / s), ndtr((hi - mu) / s)
-    u = p_lo + rng.random(n) * (p_hi - p_lo)
-    a = np.clip(mu + s * ndtri(np.clip(u, 1e-300, 1 - 1e-16)), lo, hi)
+    m, b = jitter_cells(fine, fm, fb, cells, rng)
+    mu = fine.a_u[cells]
+    a = truncated_normal(mu, sd[cells], lo, hi, rng)
     if r0 is None:
         r0_mu = fine.r0_u[cells] - fine.r0_slope[cells] * (a - mu)
         r0_d = np.clip(r0_mu + np.sqrt(s2 / fine.guu[cells]) * rng.standard_normal(n), lo, hi)
