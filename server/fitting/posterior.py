@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import NDArray
 from scipy.special import log_ndtr, ndtr, ndtri
 
 from . import grid as G
@@ -119,7 +120,7 @@ def refined_axes(gr: G.Grid, w: FloatArray, m_axis: FloatArray,
     return np.linspace(m_lo, m_hi, REFINE[0]), np.geomspace(b_lo, b_hi, REFINE[1])
 
 
-def jitter_cells(fine: G.Grid, fm: FloatArray, fb: FloatArray, cells: FloatArray,
+def jitter_cells(fine: G.Grid, fm: FloatArray, fb: FloatArray, cells: NDArray[np.intp],
                  rng: np.random.Generator) -> tuple[FloatArray, FloatArray]:
     """(m, B) of the drawn cells, spread uniformly over each cell so C_mid and B intervals
     are not quantised to the grid."""

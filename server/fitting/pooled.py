@@ -1,0 +1,176 @@
+"""The grid posterior of a recipe fitted on several seeds at once (a random effect on A).
+
+Model: seed ``i`` of a recipe shows ``y_ij = R0_i + (A_i - R0_i) s(x_ij; m, B) + noise_i``.
+The seeds share the shape of the curve (C_mid and B: the recipe's efficiency) and their
+ceilings scatter around the recipe's: ``A_i ~ N(A, t^2)``.  Each seed keeps its own R0 (given,
+its first point, or fitted) and its own noise model (variance ``s2_i``, the single-run
+effective-sample-size correction of ``intervals.py``).  ``A``, the recipe's ceiling, is what
+the group reports; ``t`` is the seed spread.
+
+Why a random effect and not one shared A: seeds of one recipe do not reach exactly the same
+ceiling (the paper's seeds differ by about +-0.02), so pooling them as if they did would give
+an interval that shrinks like 1/sqrt(seeds) towards a value no single seed reaches, and that
+stops covering the recipe's ceiling as soon as the spread matters.  With the random effect the
+interval shrinks like 1/sqrt(seeds) while the seeds agree and stays honest when they do not.
+
+For fixed (m, B) everything else is linear and Gaussian, so it integrates in closed form, as
+for one run (``posterior.py``): per seed, R0_i and A_i given the cell reduce to the grid's
+``a_u``, ``k_a`` (``Var(a_u_i) = v_i = s2_i / k_a_i``); integrating ``A_i`` against
+``N(A, t^2)`` leaves ``a_u_i ~ N(A, v_i + t^2)``; and a flat prior on A over the value range
+gives the cell's weight
+
+    prod_i [exp(-SSR_u,i / 2 s2_i) det_i^(-1/2) w_i^(1/2)] exp(-Q / 2) W^(-1/2) P(lo <= A <= hi)
+
+with ``w_i = 1 / (v_i + t^2)``, ``W = sum w_i``, ``Q`` the weighted scatter of the ``a_u_i``
+about their weighted mean.  ``t`` lives on a small grid with a half-normal prior of scale
+``SPREAD_SCALE``; (m, B) carry Jeffreys' prior of the shared-A model (the same role as for one
+run: down-weighting the pre-knee banana).  Draws: a (cell, t) pair, A from its truncated
+normal, each A_i given A, each fitted R0_i given A_i.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import ndtr
+
+from . import grid as G
+from . import posterior as P
+from .model import FloatArray
+
+# Prior of the seed spread t (sd of the seeds' ceilings around the recipe's): half-normal
+# with this scale.  The paper reports seeds of one recipe within about +-0.02 of each other in
+# fitted A, which includes each fit's own error: a true spread of ~0.01 or less.  A scale of
+# 0.01 keeps 0.02-0.03 plausible when the seeds say so, without inflating every group of two
+# or three agreeing seeds by a spread they give no evidence of.
+SPREAD_SCALE = 0.01
+T_GRID = np.concatenate([[0.0], np.geomspace(0.001, 0.1, 17)])
+
+
+@dataclass(frozen=True)
+class Seed:
+    """One seed's fit window in the group's coordinates (x = ln(C / c0), c0 shared)."""
+
+    binned: G.Binned
+    r0: float | None  # None -> fitted
+    s2: float  # noise variance (sigma^2 tau, widened from z to t)
+
+
+@dataclass(frozen=True)
+class PooledDraws:
+    a: FloatArray  # (n,) the recipe's ceiling
+    m: FloatArray  # (n,) ln(C_mid / c0)
+    b: FloatArray  # (n,)
+    spread: FloatArray  # (n,) t, the seed spread of A
+    a_seeds: FloatArray  # (n, k) each seed's ceiling
+    r0_seeds: FloatArray  # (n, k) each seed's R0
+
+
+def _log_spread_prior() -> FloatArray:
+    """Half-normal(SPREAD_SCALE) mass of each T_GRID point (its share of the axis)."""
+    edges = np.concatenate([[0.0], (T_GRID[1:] + T_GRID[:-1]) / 2, [np.inf]])
+    cdf = 2.0 * ndtr(edges / SPREAD_SCALE) - 1.0
+    return np.log(np.maximum(np.diff(cdf), 1e-300))
+
+
+def log_jeffreys_pooled(grids: list[G.Grid], seeds: list[Seed]) -> FloatArray:
+    """Log Jeffreys' prior of the shared-(A, m, B) model with one R0 per seed, per cell.
+
+    The Fisher information is block-structured (each seed's R0 touches only its own data), so
+    its determinant is the product of the R0 blocks times that of the summed Schur
+    complements of (A, m, B): k small 3x3 problems instead of one (3 + k) square one.
+    """
+    total = None
+    log_rr = np.zeros(grids[0].m.size)
+    for gr, sd in zip(grids, seeds, strict=True):
+        x, w = sd.binned.x, sd.binned.w / sd.s2
+        s = G.frac(x[None, :], gr.m[:, None], gr.b[:, None])
+        ds = s * (1.0 - s)
+        gain = (gr.a - gr.r0)[:, None]
+        cols = [s, -gain * gr.b[:, None] * ds, gain * (x[None, :] - gr.m[:, None]) * ds]
+        info = np.empty((gr.m.size, 3, 3))
+        for i in range(3):
+            for j in range(i, 3):
+                info[:, i, j] = info[:, j, i] = (cols[i] * cols[j] * w).sum(axis=1)
+        if sd.r0 is None:
+            u = 1.0 - s
+            i_rr = np.maximum((u * u * w).sum(axis=1), 1e-300)
+            i_tr = np.stack([(c * u * w).sum(axis=1) for c in cols], axis=1)
+            info -= i_tr[:, :, None] * i_tr[:, None, :] / i_rr[:, None, None]
+            log_rr += np.log(i_rr)
+        total = info if total is None else total + info
+    assert total is not None
+    sign, logdet = np.linalg.slogdet(total)
+    return np.where(sign > 0, 0.5 * (logdet + log_rr), -np.inf)
+
+
+@dataclass(frozen=True)
+class _Cells:
+    logw: FloatArray  # (cells, T)
+    a_bar: FloatArray  # (cells, T) the weighted mean of the seeds' a_u
+    big_w: FloatArray  # (cells, T) its precision
+    v: FloatArray  # (k, cells) Var(a_u_i)
+
+
+def _weights(grids: list[G.Grid], seeds: list[Seed], lo: float, hi: float) -> _Cells:
+    t2 = (T_GRID**2)[None, :]
+    base = log_jeffreys_pooled(grids, seeds)
+    v = np.stack([sd.s2 / gr.k_a for gr, sd in zip(grids, seeds, strict=True)])
+    a_u = np.stack([gr.a_u for gr in grids])
+    for gr, sd in zip(grids, seeds, strict=True):
+        base = base - (gr.ssr_u - gr.ssr_u.min()) / (2.0 * sd.s2) - 0.5 * gr.logdet
+    w = 1.0 / (v[:, :, None] + t2[None, :, :])  # (k, cells, T)
+    big_w = w.sum(axis=0)
+    a_bar = (w * a_u[:, :, None]).sum(axis=0) / big_w
+    q = (w * (a_u[:, :, None] - a_bar[None]) ** 2).sum(axis=0)
+    logw = (base[:, None] + 0.5 * np.log(w).sum(axis=0) - 0.5 * q - 0.5 * np.log(big_w)
+            + P.log_interval_mass(a_bar, 1.0 / np.sqrt(big_w), lo, hi)
+            + _log_spread_prior()[None, :])
+    return _Cells(logw, a_bar, big_w, v)
+
+
+def sample_pooled(
+    seeds: list[Seed],
+    value_range: tuple[float, float],
+    m_axis: FloatArray,
+    b_axis: FloatArray,
+    n: int = P.N_POSTERIOR,
+    seed: int = 0,
+) -> PooledDraws:
+    """Draws from the pooled posterior (see the module docstring)."""
+    lo, hi = value_range
+    coarse = [G.search(sd.binned, sd.r0, value_range, m_axis, b_axis) for sd in seeds]
+    cw = P.normalise(_weights(coarse, seeds, lo, hi).logw).sum(axis=1)
+    fm, fb = P.refined_axes(coarse[0], cw, m_axis, b_axis)
+    fine = [G.search(sd.binned, sd.r0, value_range, fm, fb) for sd in seeds]
+    cells = _weights(fine, seeds, lo, hi)
+    w = P.normalise(cells.logw).ravel()
+    rng = np.random.default_rng(seed)
+    pick = rng.choice(w.size, size=n, p=w)
+    cell, ti = np.divmod(pick, T_GRID.size)
+    m, b = P.jitter_cells(fine[0], fm, fb, cell, rng)
+    a = P.truncated_normal(cells.a_bar[cell, ti], 1.0 / np.sqrt(cells.big_w[cell, ti]), lo, hi,
+                           rng)
+    # Spread t over its grid cell (t = 0 stays 0) so the spread's interval is not quantised.
+    edges = np.concatenate([[0.0], (T_GRID[1:] + T_GRID[:-1]) / 2, [T_GRID[-1] * 1.2]])
+    t = np.where(ti > 0, edges[ti] + rng.random(n) * (edges[ti + 1] - edges[ti]), 0.0)
+    a_seeds = np.empty((n, len(seeds)))
+    r0_seeds = np.empty((n, len(seeds)))
+    for i, (gr, sd) in enumerate(zip(fine, seeds, strict=True)):
+        # A_i given A: the seed's own estimate (variance v_i) and the recipe's N(A, t^2).
+        # t = 0 (no spread) makes every A_i equal to A.
+        v_i = cells.v[i, cell]
+        t2 = np.maximum(t * t, 1e-300)
+        prec = 1.0 / v_i + 1.0 / t2
+        mean = (gr.a_u[cell] / v_i + a / t2) / prec
+        a_i = np.where(t > 0, mean + rng.standard_normal(n) / np.sqrt(prec), a)
+        a_i = np.clip(a_i, lo, hi)
+        a_seeds[:, i] = a_i
+        if sd.r0 is None:
+            r0_mu = gr.r0_u[cell] - gr.r0_slope[cell] * (a_i - gr.a_u[cell])
+            r0_seeds[:, i] = np.clip(
+                r0_mu + np.sqrt(sd.s2 / gr.guu[cell]) * rng.standard_normal(n), lo, hi)
+        else:
+            r0_seeds[:, i] = sd.r0
+    return PooledDraws(a, m, b, t, a_seeds, r0_seeds)
