@@ -7,7 +7,10 @@ import os
 from alembic import context
 from sqlalchemy import create_engine
 
-from server.db import alert_models  # noqa: F401 - registers the alert tables on Base.metadata
+from server.db import (
+    alert_models,  # noqa: F401 - registers the alert tables on Base.metadata
+    group_models,  # noqa: F401 - registers the group tables on Base.metadata
+)
 from server.db.models import Base
 
 config = context.config

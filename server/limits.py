@@ -10,6 +10,7 @@ from __future__ import annotations
 from trainer_client.limits import (
     MAX_BODY_BYTES,
     MAX_CONFIG_BYTES,
+    MAX_GROUP_LENGTH,
     MAX_METRICS_PER_POINT,
     MAX_NAME_LENGTH,
     MAX_POINTS_PER_REQUEST,
@@ -23,6 +24,7 @@ __all__ = [
     "MAX_BODY_BYTES",
     "MAX_COMPARE_RUNS",
     "MAX_CONFIG_BYTES",
+    "MAX_GROUP_LENGTH",
     "MAX_DOWNSAMPLE_POINTS",
     "MAX_FIT_POINTS",
     "MAX_INFLATED_BYTES",

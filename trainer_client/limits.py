@@ -10,6 +10,7 @@ from __future__ import annotations
 __all__ = [
     "MAX_BODY_BYTES",
     "MAX_CONFIG_BYTES",
+    "MAX_GROUP_LENGTH",
     "MAX_METRICS_PER_POINT",
     "MAX_NAME_LENGTH",
     "MAX_POINTS_PER_REQUEST",
@@ -25,5 +26,7 @@ MAX_BODY_BYTES = 16 * 1024 * 1024
 MAX_NAME_LENGTH = 200  # project, run and metric names
 MAX_TAGS = 50
 MAX_TAG_LENGTH = 100
+# A run's group (its recipe, e.g. "cispo-768"): a short label shown beside run names.
+MAX_GROUP_LENGTH = 100
 MAX_CONFIG_BYTES = 256 * 1024  # a run's config, as JSON
 MAX_STEP = 2**62  # steps are stored as BIGINT

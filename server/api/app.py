@@ -13,7 +13,7 @@ from server.api.docs import install_docs
 from server.api.errors import install_error_handlers
 from server.api.fitpool import FitPool
 from server.api.guards import RejectNulMiddleware, RequestGuard, SecurityHeaders
-from server.api.routes import alerts, fits, health, points, projects, runs, tokens
+from server.api.routes import alerts, fits, groups, health, points, projects, runs, tokens
 from server.api.routes.mlflow import install_mlflow
 from server.api.telemetry import Metrics, MetricsMiddleware
 from server.config import Settings
@@ -28,6 +28,7 @@ ROUTERS = [
     projects.router,
     points.router,
     fits.router,
+    groups.router,
     alerts.router,
     tokens.router,
 ]

@@ -76,6 +76,18 @@ def _check_notes(notes: str | None) -> str | None:
     return notes
 
 
+GroupName = Field(
+    None,
+    min_length=1,
+    max_length=limits.MAX_GROUP_LENGTH,
+    description="the run's group (its recipe, e.g. cispo-768): runs of one group are its seeds",
+)
+
+
+def _check_group(v: str | None) -> str | None:
+    return None if v is None else _clean(v, "group")
+
+
 def _check_tags(tags: list[str] | None) -> list[str] | None:
     if tags is None:
         return None
@@ -118,6 +130,9 @@ class RunCreate(BaseModel):
     target_compute: FiniteFloat | None = Field(None, gt=0)
     fit_metric: str | None = Field(None, min_length=1, max_length=limits.MAX_NAME_LENGTH)
     fit_settings: FitSettings | None = None
+    group: str | None = GroupName
+
+    _group = field_validator("group")(classmethod(lambda cls, v: _check_group(v)))
 
     @field_validator("project", "name", "compute_unit", "fit_metric")
     @classmethod
@@ -142,11 +157,17 @@ class RunPatch(BaseModel):
     target_compute: FiniteFloat | None = Field(None, gt=0)
     fit_metric: str | None = Field(None, min_length=1, max_length=limits.MAX_NAME_LENGTH)
     fit_settings: FitSettings | None = None
+    group: str | None = Field(
+        None, min_length=1, max_length=limits.MAX_GROUP_LENGTH,
+        description="move the run into this group; null takes it out of its group",
+    )
 
     @field_validator("fit_metric")
     @classmethod
     def _metric(cls, v: str | None) -> str | None:
         return None if v is None else _clean(v, "fit_metric")
+
+    _group = field_validator("group")(classmethod(lambda cls, v: _check_group(v)))
 
     _notes = field_validator("notes")(classmethod(lambda cls, v: _check_notes(v)))
 
@@ -184,6 +205,7 @@ class RunOut(BaseModel):
         "", description="why this metric is fitted: set for the run, or which rule recognised it"
     )
     fit_settings: dict[str, Any]
+    group: str | None = Field(None, description="the run's group (recipe), if any")
     created_at: str | None
     last_seen_at: str | None
     last_step: int | None
@@ -387,6 +409,39 @@ class CompareOut(BaseModel):
     budget: float | None
     runs: list[CompareRun]
     comparison: Comparison
+
+
+# ---- groups ------------------------------------------------------------------------------------
+
+
+class GroupOut(BaseModel):
+    name: str
+    n_runs: int
+    runs: list[int] = Field(description="the member runs' ids")
+    metric: str | None = Field(description="the members' common fit metric (null: they differ)")
+    fit: FitSummary | None = Field(description="the latest group fit of that metric, summarised")
+
+
+class GroupList(BaseModel):
+    groups: list[GroupOut]
+
+
+class GroupFitOut(FitOut):
+    """The pooled fit (the recipe's A, band and forecast: the result object), plus `members`
+    (each run's own fit and whether it sits on the recipe's curve) and `seed_spread` (the sd of
+    the members' A across seeds, with its 95% interval)."""
+
+    group: str | None = None
+    project: str | None = None
+    members: list[dict[str, Any]] = Field(default_factory=list)
+    seed_spread: dict[str, Any] | None = None
+
+
+class GroupFitHistory(BaseModel):
+    project: str
+    group: str
+    metric: str
+    fits: list[FitHistoryEntry]
 
 
 # ---- alerts ------------------------------------------------------------------------------------

@@ -4,7 +4,8 @@ They extend the shared `Base` of `server.db.models` (this module imports that on
 other way round); whatever needs the whole schema on `Base.metadata` imports both (the store's
 alert mixins, `migrations/env.py`).
 
-* `alerts.open_key` is `"<rule_id>:<run_id>"` while an alert is active (open or acknowledged)
+* `alerts.open_key` is `"<rule_id>:<run_id>"` (a group rule: `"<rule_id>:g<hash of the
+  group>"`, plus `":<run_id>"` for one seed) while an alert is active (open or acknowledged)
   and NULL once resolved. Its unique index is what makes "one active alert per (rule, run)" hold
   even with several server processes evaluating at once; NULLs never collide in a unique index
   on SQLite or PostgreSQL, so any number of resolved alerts may share a (rule, run).
@@ -46,6 +47,8 @@ class AlertRule(Base):
     run_id: Mapped[int | None] = mapped_column(
         ForeignKey("runs.id", ondelete="CASCADE"), nullable=True
     )
+    # A group rule (migration 0008): watches the group's pooled fit and its seeds; run_id NULL.
+    group_name: Mapped[str | None] = mapped_column(String(100), nullable=True)
     kind: Mapped[str] = mapped_column(String(32))
     params: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     webhook_url: Mapped[str | None] = mapped_column(String(2000), nullable=True)
@@ -65,7 +68,11 @@ class Alert(Base):
     )
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     rule_id: Mapped[int] = mapped_column(ForeignKey("alert_rules.id", ondelete="CASCADE"))
-    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    # NULL for an alert on a group's pooled fit; a seed's alert names its run and its group.
+    run_id: Mapped[int | None] = mapped_column(
+        ForeignKey("runs.id", ondelete="CASCADE"), nullable=True
+    )
+    group_name: Mapped[str | None] = mapped_column(String(100), nullable=True)
     project: Mapped[str] = mapped_column(String(200))
     kind: Mapped[str] = mapped_column(String(32))
     state: Mapped[str] = mapped_column(String(16), default="open")

@@ -51,6 +51,7 @@ class Run(Base):
     __table_args__ = (
         UniqueConstraint("project_id", "name", name="uq_runs_project_name"),
         Index("ix_runs_project_created", "project_id", "created_at"),
+        Index("ix_runs_project_group", "project_id", "group_name"),
     )
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     project_id: Mapped[int] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"))
@@ -64,6 +65,9 @@ class Run(Base):
     fit_metric: Mapped[str | None] = mapped_column(String(200), nullable=True)
     # r0, warmup, fit_until, value_range: the fitting knobs a PATCH may change
     fit_settings: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    # The recipe the run is a seed of (migration 0008; `group` in the API). Named group_name
+    # because GROUP is an SQL keyword every raw statement would have to quote.
+    group_name: Mapped[str | None] = mapped_column(String(100), nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     last_seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     last_step: Mapped[int | None] = mapped_column(BigInteger, nullable=True)

@@ -342,4 +342,4 @@ class AlertsMixin(SqlBase):
                 .where(Alert.run_id.in_(run_ids), Alert.state == "open")
                 .group_by(Alert.run_id)
             ).all()
-            return {int(r): int(n) for r, n in rows}
+            return {int(r): int(n) for r, n in rows if r is not None}

@@ -2,7 +2,8 @@
 
 One `Store` made of one Protocol per concern, so a caller that needs one concern can say so:
 `RunStore` (runs, projects, points), `FitStore` (the refit queue, fit history, the fit reads of
-alert evaluation), `AlertStore` (rules, alerts), `OutboxStore` (webhook deliveries) and
+alert evaluation), `GroupStore` (groups of runs: their refit queue and fit history),
+`AlertStore` (rules, alerts), `OutboxStore` (webhook deliveries) and
 `TokenStore` (API tokens). `SqlStore` implements all of them.
 
 Everything returns plain dicts/dataclasses, never ORM objects, so callers cannot lazily load
@@ -36,6 +37,7 @@ class RunQuery:
     project: str | None = None
     tag: str | None = None
     status: str | None = None
+    group: str | None = None
     limit: int = 100
     offset: int = 0
 
@@ -54,6 +56,18 @@ class PointsPage:
 class DirtySeries:
     series_id: int
     run_id: int
+    metric: str
+    requested: int
+
+
+@dataclass(frozen=True)
+class DirtyGroup:
+    """A leased (group, metric) whose members' points, membership or settings changed."""
+
+    group_series_id: int
+    project_id: int
+    project: str
+    group: str
     metric: str
     requested: int
 
@@ -116,6 +130,33 @@ class FitStore(Protocol):
     def best_ok_fit(self, series_id: int) -> FitRecord | None: ...
     def last_ok_fit_before(self, series_id: int, before_compute: float) -> FitRecord | None: ...
     def latest_ok_fit_of_run(self, run_id: int) -> tuple[str | None, FitRecord | None]: ...
+
+
+class GroupStore(Protocol):
+    """Groups (the runs of a project sharing `group`): listing, the group refit queue (leased
+    like series), group fit history and the fit reads of group alerts."""
+
+    def list_groups(self, project: str) -> list[dict[str, Any]]: ...
+    def group_members(self, project: str, group: str) -> list[dict[str, Any]]: ...
+    def claim_dirty_groups(
+        self, owner: str, lease_seconds: float = 120, limit: int = 4
+    ) -> list[DirtyGroup]: ...
+    def group_snapshot(self, group_series_id: int) -> tuple[int, list[dict[str, Any]]]: ...
+    def finish_group_refit(
+        self,
+        group_series_id: int,
+        owner: str,
+        requested: int,
+        result: FitRecord | None,
+        has_intervals: bool,
+        n_members: int = 0,
+    ) -> int | None: ...
+    def request_group_fit(self, project: str, group: str, metric: str) -> bool: ...
+    def latest_group_fit(self, project: str, group: str, metric: str) -> FitRecord | None: ...
+    def group_fit_history(
+        self, project: str, group: str, metric: str, limit: int = 1000
+    ) -> list[FitHistoryEntry]: ...
+    def best_ok_group_fit(self, group_series_id: int) -> FitRecord | None: ...
 
 
 class AlertStore(Protocol):
@@ -202,7 +243,7 @@ class TokenStore(Protocol):
     def end_session(self, session_id: str) -> bool: ...
 
 
-class Store(RunStore, FitStore, AlertStore, OutboxStore, TokenStore, Protocol):
+class Store(RunStore, FitStore, GroupStore, AlertStore, OutboxStore, TokenStore, Protocol):
     """Everything, plus the database handle readiness checks and shutdown need."""
 
     @property

@@ -23,6 +23,7 @@ from server.store.chunks import (
 )
 from server.store.chunks import COLUMNS as CHUNK_COLUMNS
 from server.store.common import SqlBase, dialect_insert
+from server.store.group_marks import UPSERT_PG, UPSERT_SQLITE
 from server.store.runs_sql import resolve_fit_metric
 
 # Each bucket keeps its first, last, lowest and highest point: collapses and spikes survive
@@ -64,7 +65,8 @@ UPDATE runs SET last_seen_at = %s,
     last_step = CASE WHEN last_step IS NULL OR last_step <= %s THEN %s ELSE last_step END,
     last_compute = CASE WHEN last_step IS NULL OR last_step <= %s THEN %s ELSE last_compute END
 WHERE id = %s
-RETURNING COALESCE(fit_metric, (SELECT p.fit_metric FROM projects p WHERE p.id = runs.project_id))
+RETURNING COALESCE(fit_metric, (SELECT p.fit_metric FROM projects p WHERE p.id = runs.project_id)),
+    project_id, group_name
 """
 
 _PG_SERIES = "SELECT name, id, last_step FROM series WHERE run_id = %s"
@@ -186,7 +188,8 @@ class PointsMixin(SqlBase):
                 select(Project.fit_metric).where(Project.id == Run.project_id).scalar_subquery()
             )
             run = s.execute(
-                select(Run.id, func.coalesce(Run.fit_metric, project_default).label("fit_metric"))
+                select(Run.id, func.coalesce(Run.fit_metric, project_default).label("fit_metric"),
+                       Run.project_id, Run.group_name)
                 .where(Run.id == run_id)
                 .with_for_update()
             ).first()
@@ -233,7 +236,7 @@ class PointsMixin(SqlBase):
             run = cur.fetchone()
             if run is None:
                 raise NotFound(f"run {run_id} not found")
-            fit_metric_explicit = run[0]
+            fit_metric_explicit, project_id, group = run
             # A statement of its own, after the lock: its snapshot sees what the previous
             # holder of the lock committed (a CTE would read from before the wait).
             cur.execute(_PG_SERIES, (run_id,))
@@ -276,6 +279,10 @@ class PointsMixin(SqlBase):
             refits.append(1 if metric == fit_metric else 0)  # the refit marker
         with raw.cursor() as cur:
             cur.execute(_PG_SERIES_SUMMARY, (now, ids, counts, steps, computes, values, refits))
+            if group is not None and fit_metric in by_metric:
+                # A member's new points of its fit metric: its group is refitted too. One more
+                # round trip, for grouped runs only; group rows are locked last (group_marks).
+                cur.execute(UPSERT_PG, (project_id, group, fit_metric, now))
         return sum(inserted.values())
 
     @staticmethod
@@ -414,7 +421,7 @@ class PointsMixin(SqlBase):
     def _update_summaries(
         self,
         s: Session,
-        run: Row[int, str | None],
+        run: Row[int, str | None, int, str | None],
         series_ids: dict[str, int],
         by_metric: dict[str, list[PointRow]],
         inserted: dict[str, int],
@@ -448,6 +455,13 @@ class PointsMixin(SqlBase):
                 last_compute=case((is_newer, newest_all.compute), else_=Run.last_compute),
             )
         )
+        if run.group_name is not None and fit_metric in by_metric:
+            # A member's new points of its fit metric: its group is refitted too (last).
+            # The text SQLAlchemy stores a DateTime as on SQLite (naive UTC, microseconds).
+            stamp = now.strftime("%Y-%m-%d %H:%M:%S.%f")
+            s.connection().exec_driver_sql(
+                UPSERT_SQLITE, (run.project_id, run.group_name, fit_metric, stamp)
+            )
 
     def last_points(self, series_id: int, n: int) -> tuple[list[float], list[float]]:
         """The newest `n` points of a series by step, oldest first (for `off_curve` alerts)."""

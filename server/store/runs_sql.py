@@ -11,9 +11,12 @@ from server.db.models import Fit, Point, Project, Run, RunTag, Series, utcnow
 from server.store.base import NotFound, RunQuery
 from server.store.common import SqlBase, dialect_insert, iso
 from server.store.fit_metric import choose_fit_metric, explain_fit_metric
+from server.store.group_marks import mark_group_dirty
 
 DEFAULT_FIT_METRICS = ("val_pass_rate", "reward")
-PATCHABLE = {"status", "tags", "notes", "target_compute", "fit_metric", "fit_settings", "config"}
+PATCHABLE = {
+    "status", "tags", "notes", "target_compute", "fit_metric", "fit_settings", "config", "group",
+}
 
 
 def resolve_fit_metric(explicit: str | None, metric_names: set[str] | list[str]) -> str:
@@ -54,6 +57,7 @@ class RunsMixin(SqlBase):
                     target_compute=fields.get("target_compute"),
                     fit_metric=fields.get("fit_metric"),
                     fit_settings=fields.get("fit_settings") or {},
+                    group_name=fields.get("group"),
                     created_at=now,
                     last_seen_at=now,
                 )
@@ -66,12 +70,17 @@ class RunsMixin(SqlBase):
                 if tags:
                     s.execute(insert(RunTag), [{"run_id": new_id, "tag": t} for t in tags])
                 run_id = new_id
+                if fields.get("group"):
+                    self._set_group(s, s.get(Run, run_id), fields["group"], joined_now=True)
             else:
                 run_id = s.scalar(select(Run.id).where(Run.project_id == pid, Run.name == name))
                 # A resumed run is alive again.
                 s.execute(
                     update(Run).where(Run.id == run_id).values(last_seen_at=now, status="running")
                 )
+                # A resume naming a group moves the run into it (one without keeps its group).
+                if fields.get("group"):
+                    self._set_group(s, s.get(Run, run_id), fields["group"])
             return self._run_dicts(s, [run_id])[0], created
 
     def create_run_unique(self, project: str, name: str, **fields: Any) -> dict:
@@ -112,11 +121,14 @@ class RunsMixin(SqlBase):
             pid = self._project_id(s, name)
             s.execute(update(Project).where(Project.id == pid).values(fit_metric=fit_metric))
             s.flush()
+            groups: dict[str, set[str]] = {}
             for run in s.scalars(
                 select(Run).where(Run.project_id == pid, Run.fit_metric.is_(None))
                 .options(selectinload(Run.project))
             ).all():
-                self._request_refit(s, run)
+                self._request_refit(s, run, groups)
+            for group in sorted(groups):
+                mark_group_dirty(s, pid, group, groups[group])
         found = self.get_project(name=name)
         assert found is not None  # created above
         return found
@@ -156,6 +168,8 @@ class RunsMixin(SqlBase):
                 q = q.where(Run.status == query.status)
             if query.tag is not None:
                 q = q.where(Run.id.in_(select(RunTag.run_id).where(RunTag.tag == query.tag)))
+            if query.group is not None:
+                q = q.where(Run.group_name == query.group)
             total = s.scalar(select(func.count()).select_from(q.subquery())) or 0
             ids = s.scalars(
                 q.order_by(Run.created_at.desc(), Run.id.desc())
@@ -200,21 +214,50 @@ class RunsMixin(SqlBase):
             s.flush()
             if refit:
                 self._request_refit(s, run)
+            if "group" in changes:  # last: group rows are locked after the run's series
+                self._set_group(s, run, changes["group"])
             return self._run_dicts(s, [run_id])[0]
 
-    def _request_refit(self, s: Session, run: Run) -> None:
+    def _fit_metric_of(self, s: Session, run: Run) -> str:
         names = s.scalars(select(Series.name).where(Series.run_id == run.id)).all()
-        metric = resolve_fit_metric(explicit_fit_metric(run), list(names))
+        return resolve_fit_metric(explicit_fit_metric(run), list(names))
+
+    def _request_refit(
+        self, s: Session, run: Run, groups: dict[str, set[str]] | None = None
+    ) -> None:
+        """Queue a refit of the run's fit metric, and of its group (a member's settings and
+        fit metric are inputs of the group's fit); with `groups`, the group is collected there
+        (name -> metrics) for the caller to mark after every series (group rows last)."""
+        metric = self._fit_metric_of(s, run)
         s.execute(
             update(Series)
             .where(Series.run_id == run.id, Series.name == metric)
             .values(refit_requested=Series.refit_requested + 1)
         )
+        if run.group_name and groups is not None:
+            groups.setdefault(run.group_name, set()).add(metric)
+        elif run.group_name:
+            mark_group_dirty(s, run.project_id, run.group_name, [metric])
+
+    def _set_group(self, s: Session, run: Run | None, group: str | None,
+                   joined_now: bool = False) -> None:
+        """Move `run` into `group` (None: out of any); the group it left and the one it
+        joined are both refitted, in this transaction."""
+        if run is None or (run.group_name == group and not joined_now):
+            return
+        old, run.group_name = run.group_name, group
+        s.flush()
+        # Both groups in name order: two moves in opposite directions lock them alike.
+        for name in sorted({g for g in (old, group) if g}):
+            metrics = [self._fit_metric_of(s, run)] if name == group else []
+            mark_group_dirty(s, run.project_id, name, metrics)
 
     def delete_run(self, run_id: int) -> None:
         with self.session() as s:
-            if s.get(Run, run_id) is None:
+            run = s.get(Run, run_id)
+            if run is None:
                 raise NotFound(f"run {run_id} not found")
+            project_id, group = run.project_id, run.group_name
             # Explicit deletes in dependency order: correct even where FK cascades are off.
             series_ids = select(Series.id).where(Series.run_id == run_id)
             s.execute(delete(Point).where(Point.series_id.in_(series_ids)))
@@ -223,6 +266,8 @@ class RunsMixin(SqlBase):
             s.execute(delete(Series).where(Series.run_id == run_id))
             s.execute(delete(RunTag).where(RunTag.run_id == run_id))
             s.execute(delete(Run).where(Run.id == run_id))
+            if group:  # the group lost a member: refit it without this run (group rows last)
+                mark_group_dirty(s, project_id, group)
 
     def _run_dicts(self, s: Session, ids: list[int]) -> list[dict]:
         if not ids:
@@ -281,6 +326,7 @@ class RunsMixin(SqlBase):
                     "fit_metric": metric_choice[0],
                     "fit_metric_reason": metric_choice[1],
                     "fit_settings": run.fit_settings or {},
+                    "group": run.group_name,
                     "created_at": iso(run.created_at),
                     "last_seen_at": iso(run.last_seen_at),
                     "last_step": run.last_step,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from server.store.alerts_sql import AlertsMixin
 from server.store.fits_sql import FitsMixin
+from server.store.groups_sql import GroupsMixin
 from server.store.outbox_sql import OutboxMixin
 from server.store.points_sql import PointsMixin
 from server.store.runs_sql import RunsMixin
@@ -15,5 +16,7 @@ from server.store.tokens_sql import TokensMixin
 
 
 # AlertsMixin first: its `_delete_run_dependents` runs before the (empty) SqlBase hook.
-class SqlStore(AlertsMixin, OutboxMixin, RunsMixin, PointsMixin, FitsMixin, TokensMixin):
+class SqlStore(
+    AlertsMixin, OutboxMixin, RunsMixin, PointsMixin, FitsMixin, GroupsMixin, TokensMixin
+):
     """Every store protocol of `server.store.base`, on one engine."""

@@ -47,12 +47,17 @@ def list_runs(
     project: Annotated[str | None, Query(max_length=limits.MAX_NAME_LENGTH)] = None,
     tag: Annotated[str | None, Query(max_length=limits.MAX_TAG_LENGTH)] = None,
     status: RunStatus | None = None,
+    group: Annotated[
+        str | None, Query(min_length=1, max_length=limits.MAX_GROUP_LENGTH,
+                          description="only the runs of this group")
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=limits.MAX_PAGE_SIZE)] = limits.DEFAULT_PAGE_SIZE,
     offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
 ) -> dict:
     """Runs, newest first, each with its latest metric values and latest fit summary."""
     runs, total = store.list_runs(
-        RunQuery(project=project, tag=tag, status=status, limit=limit, offset=offset)
+        RunQuery(project=project, tag=tag, status=status, group=group, limit=limit,
+                 offset=offset)
     )
     return {"runs": runs, "total": total}
 
@@ -64,7 +69,8 @@ def get_run(run_id: PathId, store: StoreDep) -> dict:
 
 @router.patch("/{run_id}", response_model=RunOut, dependencies=[WRITE], responses=NOT_FOUND)
 def patch_run(run_id: PathId, body: RunPatch, store: StoreDep) -> dict:
-    """Change status, tags, notes, target compute, fit metric or fit settings (triggers a refit)."""
+    """Change status, tags, notes, target compute, fit metric, fit settings (these refit) or
+    group (null: out of its group; the groups it left and joined are refitted)."""
     changes = body.model_dump(exclude_unset=True)
     if "fit_settings" in changes and body.fit_settings is not None:
         changes["fit_settings"] = body.fit_settings.model_dump(exclude_unset=True)
