@@ -22,7 +22,11 @@ def start_workers(app: FastAPI) -> list[Any]:
     workers.extend(alert_workers)
     listeners.append(alert_listener)
     refitter = Refitter(
-        store, poll_interval=settings.refit_interval, metrics=app.state.metrics, listeners=listeners
+        store,
+        poll_interval=settings.refit_interval,
+        metrics=app.state.metrics,
+        listeners=listeners,
+        group_listeners=[app.state.alert_service.on_group_fit],
     ).start()
     app.state.refitter = refitter
     app.state.refit_notify = refitter.notify

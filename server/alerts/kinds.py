@@ -16,8 +16,20 @@ class AlertKind(str, Enum):
     below_baseline = "below_baseline"
     stalled = "stalled"
     off_curve = "off_curve"
+    seed_off_curve = "seed_off_curve"
 
 
 ALERT_KINDS: tuple[str, ...] = tuple(k.value for k in AlertKind)
-# Kinds evaluated after every stored fit (`stalled` runs on a timer instead).
-FIT_KINDS: tuple[str, ...] = tuple(k.value for k in AlertKind if k is not AlertKind.stalled)
+# Kinds evaluated after every stored fit of a run (`stalled` runs on a timer instead;
+# `seed_off_curve` watches a group).
+FIT_KINDS: tuple[str, ...] = tuple(
+    k.value for k in AlertKind if k not in (AlertKind.stalled, AlertKind.seed_off_curve)
+)
+# Kinds a rule naming a group may have: evaluated after every stored fit of the group (the
+# A rules on its pooled fit, `seed_off_curve` on each member).
+GROUP_KINDS: tuple[str, ...] = (
+    AlertKind.asymptote_drop.value, AlertKind.asymptote_below.value,
+    AlertKind.seed_off_curve.value,
+)
+# Kinds that only make sense for a group.
+GROUP_ONLY_KINDS: tuple[str, ...] = (AlertKind.seed_off_curve.value,)

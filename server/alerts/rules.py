@@ -15,6 +15,7 @@ PARAMS: dict[AlertKind, dict[str, tuple[Any, float, float, type]]] = {
     AlertKind.below_baseline: {"baseline_run_id": (None, 0, 2**31 - 1, int)},
     AlertKind.stalled: {"minutes": (None, 0.0, 60 * 24 * 365, float)},
     AlertKind.off_curve: {"n": (3, 0, 1000, int), "k": (4.0, 0.0, 1e6, float)},
+    AlertKind.seed_off_curve: {},
 }
 KIND_HELP: dict[AlertKind, str] = {
     AlertKind.asymptote_drop: "the fitted A fell at least `delta` below the best A of the run, "
@@ -24,6 +25,8 @@ KIND_HELP: dict[AlertKind, str] = {
     AlertKind.stalled: "a running run has logged no points for `minutes`",
     AlertKind.off_curve: "the last `n` points are more than `k` residual scales off the last good "
     "fit, all on the same side (collapse, divergence)",
+    AlertKind.seed_off_curve: "(a group rule) one seed of the group fell off the recipe's curve: "
+    "it broke, or its ceiling is clearly off the group's pooled A; one alert per seed",
 }
 assert set(PARAMS) == set(KIND_HELP) == set(AlertKind)
 

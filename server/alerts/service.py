@@ -12,11 +12,12 @@ from typing import Any
 from fastapi import FastAPI
 
 from server.alerts import evaluate as ev
+from server.alerts.groups import evaluate_group
 from server.alerts.kinds import FIT_KINDS
 from server.alerts.webhooks import WebhookSender, build_body
 from server.background import PollingWorker
 from server.db.models import utcnow
-from server.store.base import Store
+from server.store.base import DirtyGroup, Store
 
 log = logging.getLogger("scalewatch.alerts")
 
@@ -35,28 +36,35 @@ class AlertService:
         return lambda alert, event: (url, build_body(alert, event, self.base_url))
 
     def apply(
-        self, rule: dict[str, Any], run_id: int, verdict: ev.Verdict, fit_id: int | None
+        self,
+        rule: dict[str, Any],
+        run_id: int | None,
+        verdict: ev.Verdict,
+        fit_id: int | None,
+        group: str | None = None,
     ) -> str | None:
-        """Open or resolve the (rule, run) alert; returns "opened" / "resolved" / None."""
+        """Open or resolve the (rule, run) alert - for a group rule the (rule, group) alert,
+        or with `run_id` one seed's; returns "opened" / "resolved" / None."""
         if verdict.fire is None:
             return None
         webhook = self._webhook(rule)
         if verdict.fire:
             done = self.store.open_alert(
-                rule, run_id, verdict.message, verdict.details, fit_id, webhook
+                rule, run_id, verdict.message, verdict.details, fit_id, webhook, group=group
             )
             what = "opened"
         else:
-            done = self.store.resolve_alert(rule, run_id, verdict.details, webhook)
+            done = self.store.resolve_alert(rule, run_id, verdict.details, webhook, group=group)
             what = "resolved"
         if done is None:
             return None
         log.info(
-            "alert %s %s: rule %s run %s %s",
+            "alert %s %s: rule %s run %s group %s %s",
             done["id"],
             what,
             rule["id"],
             run_id,
+            group,
             done.get("message", ""),
         )
         if webhook is not None and self.sender is not None:
@@ -108,6 +116,16 @@ class AlertService:
                 self.apply(rule, context["run_id"], verdict, fit.get("fit_id"))
             except Exception:  # noqa: BLE001 - one broken rule must not hide the others
                 log.exception("alert rule %s on run %s failed", rule["id"], context["run_id"])
+
+    def on_group_fit(
+        self,
+        item: DirtyGroup,
+        members: list[dict[str, Any]],
+        fit: dict[str, Any],
+        previous: dict[str, Any] | None,
+    ) -> None:
+        """The group refit listener: evaluate the rules naming the group (`alerts/groups.py`)."""
+        evaluate_group(self.store, self.apply, item, members, fit, previous)
 
     # ---- on a timer --------------------------------------------------------------------------
     def check_stalled(self) -> int:

@@ -1,7 +1,9 @@
 """Webhook events: the JSON body, its HMAC signature, and the outbox sender thread.
 
-Body: the run (id, name, project), the rule (id, kind), A before and after, a link to the run
-page and a `text` field, so a Slack incoming webhook shows the message as it is. Headers:
+Body: the run (id, name, project; null for an alert on a group's pooled fit), the group (name,
+project; null for a run's alert), the rule (id, kind), A before and after, a link to the run
+page (a group's: its fit in the API) and a `text` field, so a Slack incoming webhook shows
+the message as it is. Headers:
 `X-Scalewatch-Signature: sha256=<hex HMAC-SHA256 of the exact body bytes with the rule's
 secret>` (only when the rule has a secret), `X-Scalewatch-Delivery: <id>` (the same on every
 retry of one event: receivers deduplicate on it), `X-Scalewatch-Event`.
@@ -28,6 +30,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor, wait
 from datetime import timedelta, timezone
 from typing import Any
+from urllib.parse import urlencode
 
 from server.alerts.targets import Target, UnsafeTarget, resolve
 from server.background import PollingWorker, worker_identity
@@ -56,20 +59,31 @@ def _fmt(v: Any) -> str:
 
 def build_body(alert: dict[str, Any], event: str, base_url: str) -> str:
     details = alert.get("details") or {}
-    link = f"{base_url.rstrip('/')}/dashboard/run/{alert['run_id']}"
-    run_label = f"{alert.get('run_name') or alert['run_id']} ({alert['project']})"
+    group = alert.get("group")
+    base = base_url.rstrip("/")
+    if alert.get("run_id") is None and group:  # the group's pooled fit
+        query = urlencode({"project": alert["project"], "group": group})
+        link = f"{base}/api/v1/groups/fit?{query}"
+        subject = f"group {group} ({alert['project']})"
+    else:
+        link = f"{base}/dashboard/run/{alert['run_id']}"
+        subject = f"run {alert.get('run_name') or alert['run_id']} ({alert['project']})"
+        if group:
+            subject += f" of group {group}"
     if event == "alert.resolved":
-        text = f"[scalewatch] resolved: {alert['kind']} on run {run_label}. {link}"
+        text = f"[scalewatch] resolved: {alert['kind']} on {subject}. {link}"
     else:
         text = (
-            f"[scalewatch] {alert['kind']} on run {run_label}: {alert.get('message', '')}"
+            f"[scalewatch] {alert['kind']} on {subject}: {alert.get('message', '')}"
             f" (A {_fmt(details.get('A_before'))} -> {_fmt(details.get('A_after'))}). {link}"
         )
     payload = {
         "event": event,
         "delivery_id": alert.get("delivery_id"),
         "text": text,
-        "run": {"id": alert["run_id"], "name": alert.get("run_name"), "project": alert["project"]},
+        "run": None if alert.get("run_id") is None else {
+            "id": alert["run_id"], "name": alert.get("run_name"), "project": alert["project"]},
+        "group": None if not group else {"name": group, "project": alert["project"]},
         "rule": {"id": alert["rule_id"], "kind": alert["kind"]},
         "alert": {
             "id": alert["id"],

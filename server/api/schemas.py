@@ -470,12 +470,20 @@ def _check_url(v: str | None) -> str | None:
 
 
 class RuleCreate(BaseModel):
-    """An alert rule for one run, or (`run_id` null) for every run of a project. The
-    `params` each `kind` takes are listed under `params`."""
+    """An alert rule for one run, for a group (`group`: its pooled fit and its seeds), or
+    (`run_id` and `group` null) for every run of a project. The `params` each `kind` takes
+    are listed under `params`."""
 
     model_config = ConfigDict(extra="forbid")
     project: str = Field(min_length=1, max_length=limits.MAX_NAME_LENGTH)
     run_id: int | None = Field(None, ge=1, le=ID_MAX, description="null: every run")
+    group: str | None = Field(
+        None, min_length=1, max_length=limits.MAX_GROUP_LENGTH,
+        description="a group of the project (not with run_id): asymptote_drop and "
+        "asymptote_below watch its pooled fit, seed_off_curve each of its seeds",
+    )
+
+    _group = field_validator("group")(classmethod(lambda cls, v: _check_group(v)))
     kind: AlertKind
     params: dict[str, Any] = Field(default_factory=dict, description=PARAMS_HELP)
     webhook_url: str | None = Field(None, max_length=MAX_URL)
@@ -497,7 +505,10 @@ class RulePatch(BaseModel):
     model_config = ConfigDict(extra="forbid")
     project: str | None = Field(None, min_length=1, max_length=limits.MAX_NAME_LENGTH)
     run_id: int | None = Field(None, ge=1, le=ID_MAX)
+    group: str | None = Field(None, min_length=1, max_length=limits.MAX_GROUP_LENGTH)
     kind: AlertKind | None = None
+
+    _group = field_validator("group")(classmethod(lambda cls, v: _check_group(v)))
     params: dict[str, Any] | None = Field(None, description=PARAMS_HELP)
     webhook_url: str | None = Field(None, max_length=MAX_URL)
     webhook_secret: str | None = Field(None, min_length=1, max_length=MAX_SECRET)
@@ -516,6 +527,7 @@ class RuleOut(BaseModel):
     id: int
     project: str
     run_id: int | None
+    group: str | None = None
     kind: AlertKind
     params: dict[str, Any]
     webhook_url: str | None
@@ -533,8 +545,9 @@ class RuleList(BaseModel):
 class AlertOut(BaseModel):
     id: int
     rule_id: int
-    run_id: int
+    run_id: int | None = Field(description="the run; null for an alert on a group's pooled fit")
     run_name: str | None
+    group: str | None = Field(None, description="the group of a group rule's alert")
     project: str
     kind: AlertKind
     state: AlertState

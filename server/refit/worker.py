@@ -20,8 +20,9 @@ import numpy as np
 
 from server.background import PollingWorker, worker_identity
 from server.fitting import FitResult, fit_curve
+from server.refit.groups import GroupFitListener, GroupRefits
 from server.services.fits import fit_options_for, fit_record
-from server.store.base import DirtySeries, FitStore
+from server.store.base import DirtySeries, FitStore, GroupStore
 from server.store.fit_records import FitRecord
 
 log = logging.getLogger("scalewatch.refit")
@@ -37,17 +38,22 @@ class FitCounter(Protocol):
 FitListener = Callable[[dict[str, Any], int, FitRecord, FitRecord | None], None]
 
 
+class RefitStore(FitStore, GroupStore, Protocol):
+    """What the refitter needs: the series queue and the group queue."""
+
+
 class Refitter(PollingWorker):
     thread_name = "scalewatch-refit"
     notify_gap = 0.05  # a fit starts at most 50 ms after the ingest that asked for it
 
     def __init__(
         self,
-        store: FitStore,
+        store: RefitStore,
         poll_interval: float = 0.5,
         lease_seconds: float = 120.0,
         metrics: FitCounter | None = None,
         listeners: list[FitListener] | None = None,
+        group_listeners: list[GroupFitListener] | None = None,
     ) -> None:
         super().__init__(poll_interval)
         self.store = store
@@ -55,19 +61,23 @@ class Refitter(PollingWorker):
         self.metrics = metrics
         self.listeners = listeners or []
         self.owner = worker_identity()
+        self.groups = GroupRefits(store, self.owner, lease_seconds, group_listeners,
+                                  metrics.fit_done if metrics is not None else None)
 
     # ---- one pass ---------------------------------------------------------------------------
     def run_once(self) -> int:
-        """Fit every series currently dirty and unleased; returns how many were fitted."""
+        """Fit every series currently dirty and unleased, then every such group (a group's
+        fit reads its members' points, which the series pass has just caught up with);
+        returns how many were fitted."""
         done = 0
         while not self._stop.is_set():
             claimed = self.store.claim_dirty_series(self.owner, self.lease_seconds, limit=4)
             if not claimed:
-                return done
+                break
             for item in claimed:
                 self._refit(item)
                 done += 1
-        return done
+        return done + self.groups.run_once(self._stop.is_set)
 
     def _refit(self, item: DirtySeries) -> None:
         try:

@@ -8,9 +8,10 @@ Invariants kept by the database, not by the caller:
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
-from sqlalchemy import delete, func, or_, select, update
+from sqlalchemy import and_, delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from server.db.alert_models import Alert, AlertDelivery, AlertRule, DeliveryAttempt
@@ -22,8 +23,13 @@ from server.store.outbox_sql import enqueue_delivery
 ACTIVE = ("open", "acknowledged")
 
 
-def open_key(rule_id: int, run_id: int) -> str:
-    return f"{rule_id}:{run_id}"
+def open_key(rule_id: int, run_id: int | None, group: str | None = None) -> str:
+    """`rule:run`; a group rule's: `rule:g<hash>` on the pooled fit, `rule:g<hash>:run` for
+    one seed (a hash: a group name may be longer than the column)."""
+    if group is None:
+        return f"{rule_id}:{run_id}"
+    tag = hashlib.sha256(group.encode()).hexdigest()[:16]
+    return f"{rule_id}:g{tag}" + ("" if run_id is None else f":{run_id}")
 
 
 def _rule_dict(r: AlertRule) -> dict[str, Any]:
@@ -31,6 +37,7 @@ def _rule_dict(r: AlertRule) -> dict[str, Any]:
         "id": r.id,
         "project": r.project,
         "run_id": r.run_id,
+        "group": r.group_name,
         "kind": r.kind,
         "params": dict(r.params or {}),
         "webhook_url": r.webhook_url,
@@ -47,6 +54,7 @@ def _alert_dict(a: Alert, run_name: str | None) -> dict[str, Any]:
         "rule_id": a.rule_id,
         "run_id": a.run_id,
         "run_name": run_name,
+        "group": a.group_name,
         "project": a.project,
         "kind": a.kind,
         "state": a.state,
@@ -70,12 +78,14 @@ class AlertsMixin(SqlBase):
         webhook_url: str | None = None,
         webhook_secret: str | None = None,
         enabled: bool = True,
+        group: str | None = None,
     ) -> dict:
         now = utcnow()
         with self.session() as s:
             rule = AlertRule(
                 project=project,
                 run_id=run_id,
+                group_name=group,
                 kind=kind,
                 params=params,
                 webhook_url=webhook_url,
@@ -101,7 +111,13 @@ class AlertsMixin(SqlBase):
             if project is not None:
                 q = q.where(AlertRule.project == project)
             if run_id is not None:
-                q = q.where(or_(AlertRule.run_id == run_id, AlertRule.run_id.is_(None)))
+                # Its own rules, the project-wide ones and its group's.
+                group = select(Run.group_name).where(Run.id == run_id).scalar_subquery()
+                q = q.where(or_(
+                    AlertRule.run_id == run_id,
+                    and_(AlertRule.run_id.is_(None), AlertRule.group_name.is_(None)),
+                    AlertRule.group_name == group,
+                ))
             return [_rule_dict(r) for r in s.scalars(q).all()]
 
     def update_alert_rule(self, rule_id: int, changes: dict[str, Any]) -> dict:
@@ -112,7 +128,9 @@ class AlertsMixin(SqlBase):
             if rule is None:
                 raise NotFound(f"alert rule {rule_id} not found")
             meaning = False
-            for key in ("project", "run_id", "kind", "params"):
+            if "group" in changes:
+                changes = {**changes, "group_name": changes.pop("group")}
+            for key in ("project", "run_id", "group_name", "kind", "params"):
                 if key in changes and changes[key] != getattr(rule, key):
                     setattr(rule, key, changes[key])
                     meaning = True
@@ -160,10 +178,35 @@ class AlertsMixin(SqlBase):
                     AlertRule.project == project,
                     AlertRule.enabled,
                     AlertRule.kind.in_(kinds),
+                    AlertRule.group_name.is_(None),  # group rules watch group fits
                     or_(AlertRule.run_id == run_id, AlertRule.run_id.is_(None)),
                 )
             ).all()
             return [_rule_dict(r) for r in rules]
+
+    def rules_for_group(self, project: str, group: str, kinds: tuple[str, ...]) -> list[dict]:
+        """Enabled rules of these kinds that name this group of this project."""
+        with self.session() as s:
+            rules = s.scalars(
+                select(AlertRule).where(
+                    AlertRule.project == project,
+                    AlertRule.enabled,
+                    AlertRule.kind.in_(kinds),
+                    AlertRule.group_name == group,
+                )
+            ).all()
+            return [_rule_dict(r) for r in rules]
+
+    def active_group_alerts(self, project: str, group: str) -> set[tuple[int, int | None]]:
+        """(rule id, run id) of the active alerts on a group (run None) and on its seeds."""
+        with self.session() as s:
+            return {
+                (int(rule), run) for rule, run in s.execute(
+                    select(Alert.rule_id, Alert.run_id).where(Alert.project == project,
+                                                              Alert.group_name == group,
+                                                              Alert.open_key.is_not(None))
+                ).all()
+            }
 
     # ---- inputs of an evaluation -----------------------------------------------------------
     def active_alert_rules(self, run_id: int) -> set[int]:
@@ -214,20 +257,23 @@ class AlertsMixin(SqlBase):
     def open_alert(
         self,
         rule: dict,
-        run_id: int,
+        run_id: int | None,
         message: str,
         details: dict[str, Any],
         fit_id: int | None,
         webhook: EventBuilder | None = None,
+        group: str | None = None,
     ) -> dict | None:
-        """Open an alert unless one is active for (rule, run); returns it only when opened.
+        """Open an alert unless one is active for (rule, run) - for a group rule (rule,
+        group) or (rule, group, seed) - and return it only when opened; `run_id` is None for
+        an alert on a group's pooled fit.
 
         The insert and its outbox row commit together; the unique `open_key` makes a second
         process's concurrent insert a no-op instead of a duplicate.
         """
         with self.session() as s:
-            run = s.get(Run, run_id)
-            if run is None:
+            run = s.get(Run, run_id) if run_id is not None else None
+            if run_id is not None and run is None:
                 return None
             now = utcnow()
             new_id = s.scalar(
@@ -235,10 +281,11 @@ class AlertsMixin(SqlBase):
                 .values(
                     rule_id=rule["id"],
                     run_id=run_id,
+                    group_name=group,
                     project=rule["project"],
                     kind=rule["kind"],
                     state="open",
-                    open_key=open_key(rule["id"], run_id),
+                    open_key=open_key(rule["id"], run_id, group),
                     message=message,
                     details=details,
                     fit_id=fit_id,
@@ -251,23 +298,25 @@ class AlertsMixin(SqlBase):
                 return None
             created = s.get(Alert, new_id)
             assert created is not None  # inserted by this transaction
-            alert = _alert_dict(created, run.name)
+            alert = _alert_dict(created, run.name if run is not None else None)
             enqueue_delivery(s, alert, "alert.opened", webhook)
             return alert
 
     def resolve_alert(
         self,
         rule: dict,
-        run_id: int,
+        run_id: int | None,
         details: dict[str, Any] | None = None,
         webhook: EventBuilder | None = None,
+        group: str | None = None,
     ) -> dict | None:
-        """Resolve the active alert of (rule, run), if any; returns it only when resolved."""
+        """Resolve the active alert of (rule, run) - or of (rule, group[, seed]) - if any;
+        returns it only when resolved."""
         with self.session() as s:
             now = utcnow()
             row = s.execute(
                 update(Alert)
-                .where(Alert.open_key == open_key(rule["id"], run_id))
+                .where(Alert.open_key == open_key(rule["id"], run_id, group))
                 .values(state="resolved", resolved_at=now, open_key=None)
                 .returning(Alert.id)
             ).first()
@@ -291,12 +340,15 @@ class AlertsMixin(SqlBase):
         state: str | None = None,
         limit: int = 100,
         offset: int = 0,
+        group: str | None = None,
     ) -> tuple[list[dict], int]:
         """Alerts, newest first. `state`: open | acknowledged | resolved | active (open+ack)."""
         with self.session() as s:
             q = select(Alert.id)
             if project is not None:
                 q = q.where(Alert.project == project)
+            if group is not None:
+                q = q.where(Alert.group_name == group)
             if run_id is not None:
                 q = q.where(Alert.run_id == run_id)
             if state == "active":

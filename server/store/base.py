@@ -171,6 +171,7 @@ class AlertStore(Protocol):
         webhook_url: str | None = None,
         webhook_secret: str | None = None,
         enabled: bool = True,
+        group: str | None = None,
     ) -> dict: ...
     def get_alert_rule(self, rule_id: int) -> dict: ...
     def list_alert_rules(
@@ -179,23 +180,31 @@ class AlertStore(Protocol):
     def update_alert_rule(self, rule_id: int, changes: dict[str, Any]) -> dict: ...
     def delete_alert_rule(self, rule_id: int) -> None: ...
     def rules_for_run(self, project: str, run_id: int, kinds: tuple[str, ...]) -> list[dict]: ...
+    def rules_for_group(
+        self, project: str, group: str, kinds: tuple[str, ...]
+    ) -> list[dict]: ...
     def active_alert_rules(self, run_id: int) -> set[int]: ...
+    def active_group_alerts(
+        self, project: str, group: str
+    ) -> set[tuple[int, int | None]]: ...
     def stalled_candidates(self) -> list[tuple[dict, dict]]: ...
     def open_alert(
         self,
         rule: dict,
-        run_id: int,
+        run_id: int | None,
         message: str,
         details: dict[str, Any],
         fit_id: int | None,
         webhook: EventBuilder | None = None,
+        group: str | None = None,
     ) -> dict | None: ...
     def resolve_alert(
         self,
         rule: dict,
-        run_id: int,
+        run_id: int | None,
         details: dict[str, Any] | None = None,
         webhook: EventBuilder | None = None,
+        group: str | None = None,
     ) -> dict | None: ...
     def list_alerts(
         self,
@@ -204,6 +213,7 @@ class AlertStore(Protocol):
         state: str | None = None,
         limit: int = 100,
         offset: int = 0,
+        group: str | None = None,
     ) -> tuple[list[dict], int]: ...
     def get_alert(self, alert_id: int) -> dict: ...
     def ack_alert(self, alert_id: int) -> dict: ...

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, HTTPException, Query, Response
 
 from server import limits
-from server.alerts.kinds import AlertKind
+from server.alerts.kinds import GROUP_KINDS, GROUP_ONLY_KINDS, AlertKind
 from server.alerts.rules import RuleError, normalize_params
 from server.alerts.targets import UnsafeTarget, check_url
 from server.api.deps import AUTH_RESPONSES, READ, WRITE, SettingsDep, StoreDep
@@ -66,12 +66,19 @@ def _check_target(url: str | None, settings: Settings) -> None:
         raise _invalid("webhook_url", str(exc)) from exc
 
 
-def _validated(store: Store, project: str, run_id: int | None, kind: str, params: dict) -> dict:
+def _validated(store: Store, project: str, run_id: int | None, kind: str, params: dict,
+               group: str | None = None) -> dict:
     # An unknown run here is a bad field of the rule (422), not an unknown resource (404).
     try:
         clean = normalize_params(kind, params)
     except RuleError as exc:
         raise _invalid("params", str(exc)) from exc
+    if group is not None and run_id is not None:
+        raise _invalid("group", "a rule watches a run (run_id) or a group (group), not both")
+    if group is not None and kind not in GROUP_KINDS:
+        raise _invalid("kind", f"a group rule may be {', '.join(GROUP_KINDS)}, not {kind}")
+    if group is None and kind in GROUP_ONLY_KINDS:
+        raise _invalid("group", f"{kind} watches the seeds of a group: give its group")
     if run_id is not None:
         try:
             run = store.get_run(run_id)
@@ -95,13 +102,14 @@ def _validated(store: Store, project: str, run_id: int | None, kind: str, params
 def create_rule(
     body: RuleCreate, store: StoreDep, settings: SettingsDep, info: TokenInfo = WRITE
 ) -> dict:
-    """Create an alert rule for one run, or (run_id null) for every run of a project.
+    """Create an alert rule for one run, for a group (`group`; not with `run_id`), or for
+    every run of a project (both null). `seed_off_curve` needs a group.
 
     The webhook URL must resolve to public addresses only (unless the server runs with
     `SCALEWATCH_WEBHOOK_ALLOW_PRIVATE=1`); below admin scope only its host is returned."""
     _check_target(body.webhook_url, settings)
     kind = body.kind.value
-    params = _validated(store, body.project, body.run_id, kind, body.params)
+    params = _validated(store, body.project, body.run_id, kind, body.params, body.group)
     rule = store.create_alert_rule(
         body.project,
         kind,
@@ -110,6 +118,7 @@ def create_rule(
         webhook_url=body.webhook_url,
         webhook_secret=body.webhook_secret,
         enabled=body.enabled,
+        group=body.group,
     )
     return _rule_out(rule, _scope(info))
 
@@ -158,7 +167,8 @@ def patch_rule(
         params = rule["params"] if kind == rule["kind"] else {}
     project = changes.get("project") or rule["project"]
     run_id = changes["run_id"] if "run_id" in changes else rule["run_id"]
-    changes["params"] = _validated(store, project, run_id, kind, params)
+    group = changes["group"] if "group" in changes else rule.get("group")
+    changes["params"] = _validated(store, project, run_id, kind, params, group)
     return _rule_out(store.update_alert_rule(rule_id, changes), _scope(info))
 
 
@@ -174,6 +184,7 @@ def list_alerts(
     store: StoreDep,
     project: Annotated[str | None, Query(max_length=limits.MAX_NAME_LENGTH)] = None,
     run: Annotated[int | None, Query(ge=1, le=ID_MAX)] = None,
+    group: Annotated[str | None, Query(min_length=1, max_length=limits.MAX_GROUP_LENGTH)] = None,
     state: Annotated[
         State | None, Query(description="active = open or acknowledged (not yet resolved)")
     ] = None,
@@ -183,7 +194,7 @@ def list_alerts(
     """Alerts, newest first."""
     _query_nul(project)
     alerts, total = store.list_alerts(
-        project=project, run_id=run, state=state, limit=limit, offset=offset
+        project=project, run_id=run, state=state, limit=limit, offset=offset, group=group
     )
     return {"alerts": alerts, "total": total}
 

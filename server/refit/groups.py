@@ -1,0 +1,127 @@
+"""Group refits: after the series, the refitter fits the groups whose members changed.
+
+A member's points, the membership or a member's settings bump the group's counter in the
+transaction that changes them (`server/store/group_marks.py`); here dirty groups are claimed
+with a lease (never two workers on one group, across processes), every member's points of the
+group's metric are read from one snapshot, `fit_group` fits the recipe and its seeds, the fit
+is stored as history and group listeners (alerts) are told. Bursts coalesce like series: the
+next claim fits the group once more, however many changes arrived meanwhile.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, cast
+
+import numpy as np
+
+from server.fitting.group import GroupFitResult, GroupMember, fit_group
+from server.services.groups import (
+    failed_group_record,
+    group_options,
+    group_record,
+    member_r0,
+)
+from server.store.base import DirtyGroup, GroupStore
+from server.store.fit_records import FitRecord
+
+log = logging.getLogger("scalewatch.refit")
+
+# (the claimed group, its members, the stored group fit, the group fit before it)
+GroupFitListener = Callable[[DirtyGroup, list[dict[str, Any]], FitRecord, FitRecord | None],
+                            None]
+
+
+def _warm(previous: FitRecord | None, members: list[dict[str, Any]]) -> GroupFitResult | None:
+    """The previous group fit as a warm start, only when it had the same members in the same
+    order (a seed's fit must not warm-start another's)."""
+    if not previous or previous.get("status") == "pending":
+        return None
+    record = cast(dict[str, Any], previous)  # a group record: FitRecord plus `members`
+    ids = [m.get("run_id") for m in record.get("members") or []]
+    if ids != [m["id"] for m in members]:
+        return None
+    try:
+        return GroupFitResult.from_dict(previous)
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+class GroupRefits:
+    """One pass over the dirty groups, run by `Refitter.run_once` after the series."""
+
+    def __init__(
+        self,
+        store: GroupStore,
+        owner: str,
+        lease_seconds: float,
+        listeners: list[GroupFitListener] | None = None,
+        count: Callable[[bool], None] | None = None,
+    ) -> None:
+        self.store = store
+        self.owner = owner
+        self.lease_seconds = lease_seconds
+        self.listeners = listeners or []
+        self.count = count
+
+    def run_once(self, stopped: Callable[[], bool]) -> int:
+        done = 0
+        while not stopped():
+            claimed = self.store.claim_dirty_groups(self.owner, self.lease_seconds, limit=4)
+            if not claimed:
+                return done
+            for item in claimed:
+                self.refit(item)
+                done += 1
+        return done
+
+    def refit(self, item: DirtyGroup) -> None:
+        try:
+            requested, members = self.store.group_snapshot(item.group_series_id)
+            previous = self.store.latest_group_fit(item.project, item.group, item.metric)
+        except Exception:  # noqa: BLE001 - a bad group must not stop the others
+            log.exception("loading group %s/%s to fit failed", item.project, item.group)
+            self.store.finish_group_refit(item.group_series_id, self.owner, item.requested,
+                                          None, False)
+            return
+        requested = max(requested, item.requested)
+        if not members:  # the group has no members left: nothing to fit, nothing to show
+            self.store.finish_group_refit(item.group_series_id, self.owner, requested, None,
+                                          False)
+            return
+        options = group_options(members)
+        t0 = time.perf_counter()
+        ok = True
+        try:
+            result = fit_group(
+                [GroupMember(np.asarray(m["compute"], dtype=float),
+                             np.asarray(m["values"], dtype=float),
+                             np.asarray(m["steps"], dtype=np.int64), r0=member_r0(m),
+                             target_compute=m.get("target_compute"))
+                 for m in members],
+                options, previous=_warm(previous, members),
+            )
+            stored = group_record(result, members, group=item.group, metric=item.metric,
+                                  fit_seconds=round(time.perf_counter() - t0, 4))
+        except Exception as exc:  # noqa: BLE001 - stored as the group's fit, like a series'
+            log.exception("fit of group %s/%s failed", item.project, item.group)
+            ok = False
+            stored = failed_group_record(f"fit failed: {type(exc).__name__}: {exc}", members,
+                                         options, group=item.group, metric=item.metric)
+        fit_id = self.store.finish_group_refit(
+            item.group_series_id, self.owner, requested, stored, options.intervals and ok,
+            n_members=len(members),
+        )
+        if self.count is not None:
+            self.count(ok)
+        if fit_id is None:  # the lease was lost: another worker fits it
+            return
+        stored["fit_id"] = fit_id
+        for listener in self.listeners:
+            try:
+                listener(item, members, stored, previous)
+            except Exception:  # noqa: BLE001 - alerts failing must not affect fitting
+                log.exception("group fit listener %r failed", listener)
+

@@ -1,0 +1,94 @@
+"""Group fits through the real refitter, on SQLite and PostgreSQL: the pooled fit of a recipe's
+seeds, its members and seed spread, `pending` before, fit history, refits on membership
+changes, and Compare between groups (and a group against a run)."""
+
+from __future__ import annotations
+
+from server.refit import Refitter
+from tests.server.test_refit_api import TRUE, post_series, synthetic
+from tests.support.polling import wait_for
+
+
+def _seeds(client, project: str, group: str, n: int = 3, A: float = 0.61,  # noqa: ANN001
+           first_seed: int = 0, points: int = 80) -> list[int]:
+    ids = []
+    for k in range(n):
+        rid = client.post("/api/v1/runs", json={
+            "project": project, "name": f"{group}-seed{k}", "group": group,
+            "target_compute": 16000}).json()["id"]
+        c, y = synthetic(n=points, seed=first_seed + k, A=A + 0.004 * (k - 1))
+        post_series(client, rid, c, y)
+        ids.append(rid)
+    return ids
+
+
+def _group_fit(client, group: str, n_points: int, project: str = "p") -> dict:  # noqa: ANN001
+    def ready() -> dict | None:
+        f = client.get("/api/v1/groups/fit", params={"project": project, "group": group}).json()
+        return f if f.get("fit_id") and f["n_points"] == n_points else None
+    return wait_for(ready, timeout=120)
+
+
+def test_group_fit_members_spread_and_history(live_app) -> None:  # noqa: ANN001
+    _, client = live_app
+    ids = _seeds(client, "p", "cispo", n=3)
+    fit = _group_fit(client, "cispo", 240)
+    assert fit["status"] == "ok" and abs(fit["A"] - TRUE["A"]) < 0.03, fit
+    assert fit["group"] == "cispo" and fit["project"] == "p"
+    assert fit["metric"] == "val_pass_rate" and fit["target_compute"] == 16000
+    assert [m["run_id"] for m in fit["members"]] == ids
+    assert all(m["included"] and not m["off_curve"] for m in fit["members"]), fit["members"]
+    assert all(m["status"] == "ok" and "internal" not in m for m in fit["members"])
+    spread = fit["seed_spread"]
+    assert spread["n"] == 3 and spread["sd"] is not None and len(spread["ci"]) == 2
+    assert "internal" not in fit
+
+    groups = client.get("/api/v1/groups", params={"project": "p"}).json()["groups"]
+    assert groups[0]["fit"]["A"] == fit["A"] and groups[0]["metric"] == "val_pass_rate"
+    history = client.get("/api/v1/groups/fits", params={"project": "p", "group": "cispo"})
+    assert history.status_code == 200
+    assert history.json()["fits"][-1]["id"] == fit["fit_id"]
+
+    # A seed leaving the group refits it on the two left.
+    client.patch(f"/api/v1/runs/{ids[2]}", json={"group": None})
+    two = _group_fit(client, "cispo", 160)
+    assert [m["run_id"] for m in two["members"]] == ids[:2]
+    history = client.get("/api/v1/groups/fits", params={"project": "p", "group": "cispo"}).json()
+    assert len(history["fits"]) >= 2
+
+
+def test_group_fit_pending_and_errors(api) -> None:  # noqa: ANN001
+    rid = api.post("/api/v1/runs", json={"project": "p", "name": "a", "group": "g"}).json()["id"]
+    empty = api.get("/api/v1/groups/fit", params={"project": "p", "group": "g"}).json()
+    assert empty["status"] == "insufficient_data" and empty["fit_id"] is None
+    c, y = synthetic(n=40)
+    post_series(api, rid, c, y)
+    pending = api.get("/api/v1/groups/fit", params={"project": "p", "group": "g"})
+    assert pending.status_code == 200 and pending.json()["status"] == "pending"
+    assert pending.json()["members"][0]["run_id"] == rid
+    Refitter(api.app.state.store).run_once()  # the run, then its group
+    fitted = api.get("/api/v1/groups/fit", params={"project": "p", "group": "g"}).json()
+    assert fitted["fit_id"] is not None and fitted["n_points"] == 40
+    assert Refitter(api.app.state.store).run_once() == 0  # nothing left to fit
+
+    r = api.get("/api/v1/groups/fit", params={"project": "p", "group": "nope"})
+    assert r.status_code == 404 and "nope" in r.json()["detail"]
+    r = api.get("/api/v1/groups/fit", params={"project": "nope", "group": "g"})
+    assert r.status_code == 404 and "nope" in r.json()["detail"]
+    assert api.get("/api/v1/groups/fits", params={"project": "p", "group": "nope"}
+                   ).status_code == 404
+    r = api.get("/api/v1/groups/fit", params={"project": "p", "group": "x" * 101})
+    assert r.status_code == 422 and r.json()["errors"][0]["loc"] == "query.group"
+    # Members fitted on different metrics: a 422 naming each (unless metric= says which).
+    other = api.post("/api/v1/runs", json={"project": "p", "name": "b", "group": "g",
+                                           "fit_metric": "reward"}).json()["id"]
+    r = api.get("/api/v1/groups/fit", params={"project": "p", "group": "g"})
+    assert r.status_code == 422 and "reward: b" in r.json()["detail"], r.text
+    params = {"project": "p", "group": "g", "metric": "val_pass_rate"}
+    ok = api.get("/api/v1/groups/fit", params=params)  # the stored fit, while b's joining
+    assert ok.status_code == 200 and ok.json()["fit_id"] == fitted["fit_id"]  # ... is queued
+    # The group on val_pass_rate, and on reward: b's fit metric, queued when it joined.
+    assert Refitter(api.app.state.store).run_once() == 2
+    ok = api.get("/api/v1/groups/fit", params=params).json()
+    assert [(m["run_id"], m["status"]) for m in ok["members"]] == [
+        (rid, fitted["members"][0]["status"]), (other, "insufficient_data")]
