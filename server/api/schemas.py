@@ -385,12 +385,13 @@ class FitHistory(BaseModel):
 
 
 class CompareRun(BaseModel):
-    id: int
+    id: int | None = Field(description="the run's id; null for a group")
     name: str
     project: str
     label: str = Field(description="unique name in this comparison (name#id when names repeat)")
     metric: str
     fit: FitOut | None
+    group: str | None = Field(None, description="set for a group (its pooled fit)")
 
 
 class Comparison(BaseModel):

@@ -94,7 +94,8 @@ def load_compare_inputs(
 
 
 def compare_inputs(inputs: list[CompareInput], budget: float | None = None) -> dict[str, Any]:
-    """`compare_fits` over loaded inputs (the paper's verdict, crossovers, winner at budget).
+    """`compare_fits` over loaded inputs, runs or groups (as their pooled fits): the paper's
+    verdict, crossovers, winner at budget.
 
     When the engine raises (the same-asymptote rule refits every stored point at a fixed A,
     including points the run's warmup / fit_until kept out of its own fit, e.g. compute of
@@ -138,6 +139,7 @@ def api_response(
             "label": i.label,
             "metric": i.fit["metric"],
             "fit": public_fit(i.fit),
+            **({"group": i.run["group"]} if i.run.get("id") is None else {}),
         }
         for i in inputs
     ]

@@ -41,10 +41,14 @@ def fit_record(result: FitResult, *, internal: bool = True, **extra: Any) -> Fit
 
 
 def public_fit(stored: FitRecord | None) -> PublicFit | None:
-    """What the API returns for a stored record: everything but the `internal` block."""
+    """What the API returns for a stored record: everything but the `internal` blocks (a
+    group fit's members carry one each)."""
     if stored is None:
         return None
     out: dict[str, Any] = {k: v for k, v in stored.items() if k != "internal"}
+    if isinstance(out.get("members"), list):
+        out["members"] = [{k: v for k, v in m.items() if k != "internal"}
+                          for m in out["members"]]
     return cast(PublicFit, out)  # a FitRecord minus `internal`
 
 

@@ -12,7 +12,7 @@ from typing import Any, cast
 
 from server.fitting import FitOptions, FitResult
 from server.services.compare import MixedMetrics, common_metric
-from server.services.fits import fit_options_for, fit_record, not_fitted
+from server.services.fits import fit_options_for, fit_record, not_fitted, public_fit
 from server.store.base import GroupStore
 from server.store.fit_records import FitRecord
 
@@ -62,7 +62,7 @@ def group_record(
     infos = list(getattr(result, "member_info", ()) or ())
     out_members = []
     for i, (m, fitted) in enumerate(zip(members, d.get("members") or [], strict=False)):
-        entry = {k: v for k, v in dict(fitted).items() if k != "internal"}
+        entry = dict(fitted)  # with its internal block: the next fit warm-starts from it
         if i < len(result.members):
             entry["message"] = result.members[i].message
         if i < len(infos):
@@ -111,8 +111,6 @@ def latest_group_or_pending(
 
 def public_group_fit(stored: FitRecord, project: str) -> dict[str, Any]:
     """What the API returns: the record without the engine's internal blocks."""
-    out: dict[str, Any] = {k: v for k, v in stored.items() if k != "internal"}
+    out: dict[str, Any] = dict(public_fit(stored) or {})
     out["project"] = project
-    out["members"] = [{k: v for k, v in m.items() if k != "internal"}
-                      for m in out.get("members") or []]
     return out

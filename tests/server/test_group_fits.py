@@ -92,3 +92,46 @@ def test_group_fit_pending_and_errors(api) -> None:  # noqa: ANN001
     ok = api.get("/api/v1/groups/fit", params=params).json()
     assert [(m["run_id"], m["status"]) for m in ok["members"]] == [
         (rid, fitted["members"][0]["status"]), (other, "insufficient_data")]
+
+
+def test_compare_groups_and_a_group_with_a_run(api) -> None:  # noqa: ANN001
+    better = _seeds(api, "p", "cispo", n=2, A=0.61)
+    worse = _seeds(api, "p", "grpo", n=2, A=0.52, first_seed=10)
+    solo = api.post("/api/v1/runs", json={"project": "p", "name": "solo",
+                                          "target_compute": 16000}).json()["id"]
+    c, y = synthetic(seed=30, A=0.55)
+    post_series(api, solo, c, y)
+    Refitter(api.app.state.store).run_once()  # the runs, then both groups
+
+    r = api.get("/api/v1/compare", params={"project": "p", "group": ["cispo", "grpo"],
+                                           "budget": 16000})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert [(x["label"], x["id"], x["group"]) for x in body["runs"]] == [
+        ("cispo", None, "cispo"), ("grpo", None, "grpo")]
+    assert body["metric"] == "val_pass_rate" and body["runs"][0]["fit"]["status"] == "ok"
+    assert "internal" not in body["runs"][0]["fit"]["members"][0]
+    assert [m["run_id"] for m in body["runs"][0]["fit"]["members"]] == better
+    pair = body["comparison"]["pairs"][0]
+    assert pair["runs"] == ["cispo", "grpo"], pair
+    assert pair["decision"]["rule"] == "different_asymptote", pair["decision"]
+    assert pair["decision"]["higher_asymptote"] == "cispo"
+    assert pair["winner_at_budget"]["run"] == "cispo", pair
+
+    # A group beside a run (and the runs-only form keeps working).
+    r = api.get("/api/v1/compare", params={"project": "p", "group": "grpo", "run": solo})
+    assert r.status_code == 200, r.text
+    assert [x["label"] for x in r.json()["runs"]] == ["solo", "grpo"]
+    assert api.get("/api/v1/compare", params={"run": [solo, worse[0]]}).status_code == 200
+
+    for params, code, loc in [
+        ({}, 422, "query.run"),
+        ({"group": "cispo"}, 422, "query.project"),
+        ({"project": "p", "group": "nope"}, 404, None),
+        ({"project": "nope", "group": "cispo"}, 404, None),
+        ({"project": "p", "group": "x" * 101}, 422, "query.group[0]"),
+    ]:
+        r = api.get("/api/v1/compare", params=params)
+        assert r.status_code == code, (params, r.text)
+        if loc:
+            assert r.json()["errors"][0]["loc"] == loc, r.json()

@@ -5,9 +5,10 @@ from __future__ import annotations
 from concurrent.futures.process import BrokenProcessPool
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
+from pydantic import Field
 
 from server import limits
 from server.api.deps import AUTH_RESPONSES, READ, StoreDep
@@ -22,12 +23,14 @@ from server.api.schemas import (
     PathId,
     not_found,
 )
-from server.services.compare import api_response, load_compare_inputs
+from server.services.compare import api_response
+from server.services.compare_groups import load_inputs
 from server.services.fits import latest_or_pending, public_fit
 from server.store.fit_records import PublicFit
 
 router = APIRouter(prefix="/api/v1", tags=["fits"], responses=AUTH_RESPONSES, dependencies=[READ])
 RUN_404 = not_found("run")
+COMPARE_404 = not_found("run, project or group")
 MetricQ = Annotated[
     str | None,
     Query(
@@ -111,21 +114,38 @@ async def stateless_fit(body: FitRequest, request: Request) -> JSONResponse:
 
 
 @router.get(
-    "/compare", response_model=CompareOut, response_model_exclude_unset=True, responses=RUN_404
+    "/compare", response_model=CompareOut, response_model_exclude_unset=True,
+    responses=COMPARE_404,
 )
 def compare(
     store: StoreDep,
     run: Annotated[
         list[Id],
-        Query(
-            min_length=1,
-            max_length=limits.MAX_COMPARE_RUNS,
-            description="run ids, repeated: ?run=1&run=2",
-        ),
-    ],
+        Query(max_length=limits.MAX_COMPARE_RUNS, description="run ids, repeated: ?run=1&run=2"),
+    ] = [],  # noqa: B006 - FastAPI copies defaults; a list query needs a list default
+    group: Annotated[
+        list[Annotated[str, Field(min_length=1, max_length=limits.MAX_GROUP_LENGTH)]],
+        Query(max_length=limits.MAX_COMPARE_RUNS,
+              description="groups of `project`, repeated: ?group=G1&group=G2 (their pooled fits)"),
+    ] = [],  # noqa: B006
+    project: Annotated[
+        str | None, Query(min_length=1, max_length=limits.MAX_NAME_LENGTH,
+                          description="the project of the groups")
+    ] = None,
     metric: MetricQ = None,
     budget: Annotated[float | None, Query(gt=0, le=1e30)] = None,
 ) -> dict:
-    """Runs side by side: fits, the paper's verdict, crossovers, the winner at a budget."""
-    inputs = load_compare_inputs(store, list(run), metric)
+    """Runs and/or groups side by side: fits (a group's is its pooled fit over its seeds),
+    the paper's verdict, crossovers, the winner at a budget."""
+    if not run and not group:
+        raise _query_error("run", "give at least one run=ID or group=NAME (with project=)")
+    if group and project is None:
+        raise _query_error("project", "group= needs project=: the project of the groups")
+    if len(run) + len(group) > limits.MAX_COMPARE_RUNS:
+        raise _query_error("run", f"at most {limits.MAX_COMPARE_RUNS} runs and groups")
+    inputs = load_inputs(store, list(run), project, list(group), metric)
     return api_response(inputs, metric, budget)
+
+
+def _query_error(field: str, msg: str) -> HTTPException:
+    return HTTPException(422, [{"loc": ["query", field], "msg": msg, "type": "value_error"}])
