@@ -273,11 +273,13 @@ def import_records(run: Run, records: Iterable[Record | tuple[int, dict[str, flo
 
 
 def _init(args: argparse.Namespace, source: str, compute: Compute,
-          fit_metric: str | None = None, config: dict[str, Any] | None = None) -> Run:
+          fit_metric: str | None = None, config: dict[str, Any] | None = None,
+          group: str | None = None) -> Run:
     return init(
         args.project, args.name, url=args.url, token=args.token, home=args.home,
         compute_unit=compute.unit, fit_metric=args.fit_metric or fit_metric,
         config={"source": f"{args.format}:{source}", **(config or {})},
+        group=args.group or group,
     )
 
 
@@ -295,6 +297,9 @@ def _common_arguments(p: argparse.ArgumentParser, formats: tuple[str, ...]) -> N
                         "gpu-hours:N (wall-clock hours x N GPUs)")
     p.add_argument("--fit-metric", default=None,
                    help="metric to fit (default: recognised from the framework's names)")
+    p.add_argument("--group", default=None,
+                   help="the recipe this run is a seed of (its group; MLflow imports default "
+                        "to the run's scalewatch.group tag)")
 
 
 def add_follow_arguments(p: argparse.ArgumentParser) -> None:
@@ -377,6 +382,7 @@ def import_main(args: argparse.Namespace) -> int:
     compute = Compute(args.compute)
     path = Path(args.path)
     fit_metric: str | None = None
+    group: str | None = None
     config: dict[str, Any] = {}
     records: list[Any]
     if args.format in ("mlflow", "wandb"):
@@ -394,7 +400,7 @@ def import_main(args: argparse.Namespace) -> int:
         except ImportSourceError as exc:
             print(f"scalewatch import: {exc}", file=sys.stderr)
             return 2
-        records, fit_metric, config = got.records, got.fit_metric, got.config
+        records, fit_metric, config, group = got.records, got.fit_metric, got.config, got.group
     elif not path.exists():
         print(f"scalewatch import: {path} does not exist", file=sys.stderr)
         return 2
@@ -408,7 +414,7 @@ def import_main(args: argparse.Namespace) -> int:
         print("scalewatch import: --compute gpu-hours:N needs each step's wall-clock time, "
               "which this source does not have", file=sys.stderr)
         return 2
-    run = _init(args, str(path), compute, fit_metric, config)
+    run = _init(args, str(path), compute, fit_metric, config, group)
     import_records(run, records, compute, progress=not args.no_progress, total=len(records))
     left = run.finish(timeout=300)
     if left:

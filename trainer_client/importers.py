@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainer_client.limits import MAX_NAME_LENGTH, MAX_STEP
+from trainer_client.limits import MAX_GROUP_LENGTH, MAX_NAME_LENGTH, MAX_STEP
 
 TimedRecord = tuple[int, dict[str, float], "float | None"]
 
@@ -34,6 +34,7 @@ TimedRecord = tuple[int, dict[str, float], "float | None"]
 class Imported:
     records: list[TimedRecord]
     fit_metric: str | None = None  # what the source says to fit (MLflow tag scalewatch.fit_metric)
+    group: str | None = None  # the run's group (MLflow tag scalewatch.group, a W&B run's group)
     config: dict[str, Any] = field(default_factory=dict)
 
 
@@ -139,7 +140,16 @@ def read_mlflow(uri: str, run: str, experiment: str | None = None) -> Imported:
                 rows.append((step, {key: value}, m.timestamp / 1000.0 if m.timestamp else None))
     tags = dict(r.data.tags)
     config: dict[str, Any] = {"mlflow_run_id": run_id}
-    return Imported(_merge(rows), fit_metric=tags.get("scalewatch.fit_metric"), config=config)
+    return Imported(_merge(rows), fit_metric=tags.get("scalewatch.fit_metric"), config=config,
+                    group=_group(tags.get("scalewatch.group")))
+
+
+def _group(value: Any) -> str | None:
+    """A source's group name when scalewatch can keep it (`--group` overrides; else none)."""
+    if isinstance(value, str) and value.strip() and len(value) <= MAX_GROUP_LENGTH \
+            and "\x00" not in value:
+        return value
+    return None
 
 
 # --------------------------------------------------------------------------- W&B
@@ -232,7 +242,8 @@ def read_wandb_api(run_path: str) -> Imported:
         ) from exc
     run = wandb.Api().run(run_path)
     records = wandb_row_records(run.scan_history(page_size=1000))
-    return Imported(records, config={"wandb_run": run_path})
+    return Imported(records, config={"wandb_run": run_path},
+                    group=_group(getattr(run, "group", None)))
 
 
 def read_wandb(source: str, step_key: str | None = None) -> Imported:

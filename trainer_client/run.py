@@ -62,6 +62,7 @@ from .spool import Spool, _pid_alive
 from .validation import (
     RateLimitedWarning,
     bad_metric_name,
+    check_group,
     check_name,
     check_tags,
     json_config,
@@ -109,6 +110,7 @@ class Run:
         home: str | os.PathLike | None = None,
         timeout: float | None = None,
         meter: ComputeMeter | None = None,
+        group: str | None = None,
     ):
         self.project = check_name("project", project)
         self.name = check_name("name", name)
@@ -139,6 +141,8 @@ class Run:
             self._meta["target_compute"] = target_compute
         if fit_metric is not None:
             self._meta["fit_metric"] = check_name("fit_metric", fit_metric)
+        if group is not None:  # sent with the run's creation (and each resume: moves it)
+            self._meta["group"] = check_group(group)
 
         self.spool = Spool(home, self.project, self.name)
         meta = {**self._meta, "mode": self.mode, "url": self.url}
@@ -480,18 +484,21 @@ def init(
     home: str | os.PathLike | None = None,
     timeout: float | None = None,
     meter: ComputeMeter | None = None,
+    group: str | None = None,
 ) -> Run:
     """Start (or resume: same project + name) a run. Returns at once, even if the server is down.
 
     ``url``/``token`` default to ``$SCALEWATCH_URL`` (else ``http://127.0.0.1:8765``) and
     ``$SCALEWATCH_TOKEN``; ``mode`` to ``$SCALEWATCH_MODE`` or ``"online"``; ``home`` (the spool
     root) to ``$SCALEWATCH_HOME`` or ``~/.scalewatch``. ``meter`` is used when ``log()`` gets no
-    ``compute``. A leftover spool of the same run (crash, server outage) is replayed first.
+    ``compute``. ``group`` names the recipe this run is a seed of (e.g. ``"cispo-768"``): the
+    server fits the group's runs together (``GET /api/v1/groups/fit``). A leftover spool of the
+    same run (crash, server outage) is replayed first.
     """
     return Run(
         project, name, config=config, target_compute=target_compute, compute_unit=compute_unit,
         url=url, token=token, mode=mode, tags=tags, fit_metric=fit_metric, home=home,
-        timeout=timeout, meter=meter,
+        timeout=timeout, meter=meter, group=group,
     )
 
 

@@ -31,7 +31,7 @@ def _target(spool: Spool, meta: dict[str, Any], url: str) -> SendTarget:
     registration = {
         k: meta[k]
         for k in ("project", "name", "config", "tags", "compute_unit", "target_compute",
-                  "fit_metric")
+                  "fit_metric", "group")
         if meta.get(k) is not None
     }
     return SendTarget(spool=spool, meta=registration, url=url)

@@ -16,11 +16,19 @@ from collections.abc import Mapping
 from typing import Any
 
 from .compute import ComputeMeter
-from .limits import MAX_CONFIG_BYTES, MAX_NAME_LENGTH, MAX_STEP, MAX_TAG_LENGTH, MAX_TAGS
+from .limits import (
+    MAX_CONFIG_BYTES,
+    MAX_GROUP_LENGTH,
+    MAX_NAME_LENGTH,
+    MAX_STEP,
+    MAX_TAG_LENGTH,
+    MAX_TAGS,
+)
 
 __all__ = [
     "RateLimitedWarning",
     "bad_metric_name",
+    "check_group",
     "check_name",
     "check_tags",
     "json_config",
@@ -54,6 +62,18 @@ def check_name(label: str, value: Any) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"{label} must be a non-empty string, got {value!r}")
     return value
+
+
+def check_group(group: Any) -> str:
+    """``group`` if the server accepts it as a run's group (its recipe); raises otherwise."""
+    if not isinstance(group, str):
+        raise TypeError(f"group must be a string, got {type(group).__name__}")
+    if not group.strip() or len(group) > MAX_GROUP_LENGTH or "\x00" in group:
+        raise ValueError(
+            f"group must be a non-blank string of <= {MAX_GROUP_LENGTH} characters without NUL,"
+            f" got {group!r}"
+        )
+    return group
 
 
 def check_tags(tags: Any) -> list[str]:

@@ -30,6 +30,9 @@ COMPUTE_UNIT = "steps"
 # Tags that steer scalewatch rather than label the run.
 TAG_FIT_METRIC = "scalewatch.fit_metric"
 TAG_TARGET_COMPUTE = "scalewatch.target_compute"
+# The run's group (its recipe). Only this tag: a plain `group` tag stays a `group=...` label,
+# since moving runs into pooled fits is not something a label someone set should do by itself.
+TAG_GROUP = "scalewatch.group"
 
 # MLflow's error codes and the HTTP status its server answers them with.
 STATUS_OF = {
@@ -113,6 +116,8 @@ def tag_pairs(run: Mapping[str, Any]) -> list[dict[str, str]]:
         out.append({"key": key, "value": value})
     out.append({"key": "mlflow.runName", "value": run["name"]})
     out.append({"key": TAG_FIT_METRIC, "value": run["fit_metric"]})
+    if run.get("group"):
+        out.append({"key": TAG_GROUP, "value": run["group"]})
     return out
 
 
@@ -214,7 +219,8 @@ def merged_config(config: Mapping[str, Any], params: Iterable[Any]) -> dict[str,
 
 
 def tag_changes(run: Mapping[str, Any], tags: Iterable[Any]) -> dict[str, Any]:
-    """What MLflow tags change on the run: `tags` (k=v labels), `fit_metric`, `target_compute`.
+    """What MLflow tags change on the run: `tags` (k=v labels), `fit_metric`, `target_compute`,
+    `group` (`scalewatch.group`; an empty value takes the run out of its group).
 
     `mlflow.*` tags (user, source, git commit, run name) are the client's bookkeeping, not
     labels anyone filters runs by, and would use up the run's 50 tags: not kept. A label that
@@ -230,6 +236,14 @@ def tag_changes(run: Mapping[str, Any], tags: Iterable[Any]) -> dict[str, Any]:
             if not value or len(value) > limits.MAX_NAME_LENGTH:
                 raise invalid(f"{TAG_FIT_METRIC} must be a metric name")
             changes["fit_metric"] = value
+            continue
+        if key == TAG_GROUP:
+            if len(value) > limits.MAX_GROUP_LENGTH or "\x00" in value:
+                raise invalid(f"{TAG_GROUP} must be at most {limits.MAX_GROUP_LENGTH} characters")
+            if value and not value.strip():
+                raise invalid(f"{TAG_GROUP} must not be blank")
+            if value != (run.get("group") or ""):
+                changes["group"] = value or None
             continue
         if key == TAG_TARGET_COMPUTE:
             try:

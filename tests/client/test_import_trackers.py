@@ -135,7 +135,7 @@ def test_import_mlflow_file_store(live_server: LiveServer, tmp_path: Path,
     client = MlflowClient(tracking_uri=uri)
     exp = client.create_experiment("math-rl")
     run = client.create_run(exp, run_name="verl-grpo", tags={
-        "scalewatch.fit_metric": "critic/score/mean"})
+        "scalewatch.fit_metric": "critic/score/mean", "scalewatch.group": "grpo-7b"})
     rid = run.info.run_id
     ms = int(T0 * 1000)
     for start in range(0, 600, 200):
@@ -155,6 +155,7 @@ def test_import_mlflow_file_store(live_server: LiveServer, tmp_path: Path,
     got = _run(live_server, "imported", "grpo")
     assert got["status"] == "finished"
     assert got["fit_metric"] == "critic/score/mean"  # the scalewatch.fit_metric tag
+    assert got["group"] == "grpo-7b"  # the scalewatch.group tag
     assert got["config"]["mlflow_run_id"] == rid
     acc = _all_points(live_server, got["id"], "val-core/gsm8k/acc/mean_at_1")
     assert [p["step"] for p in acc] == list(range(600))

@@ -209,6 +209,7 @@ def _create_run(store: Store, p: Payload) -> Payload:
         tags=changes.get("tags") or [],
         fit_metric=changes.get("fit_metric"),
         target_compute=changes.get("target_compute"),
+        group=changes.get("group"),
     )
     return {"run": run_json(run, experiment_json(project)["experiment_id"])}
 
