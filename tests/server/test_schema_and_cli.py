@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, inspect, text
 
@@ -155,4 +156,58 @@ def test_data_migrations_keep_data(empty_database_url):
     assert rows[1] is None
     summary = rows[2] if isinstance(rows[2], dict) else _json.loads(rows[2])
     assert summary["A"] == 0.61 and "internal" not in summary
+    engine.dispose()
+
+
+def test_0008_groups_upgrade_keeps_data(empty_database_url):
+    """0008 on a database with runs, points, fits, rules and alerts: everything survives (SQLite
+    rebuilds `alerts` to make run_id nullable), runs have no group, one-open-alert still holds,
+    and groups work on the upgraded data."""
+    from sqlalchemy.exc import IntegrityError
+
+    from server.store import SqlStore
+
+    engine = create_engine(empty_database_url)
+    upgrade(engine, "0007")
+    now = "2026-01-01 00:00:00"
+    with engine.begin() as conn:
+        conn.execute(text(f"INSERT INTO projects (id, name, created_at) VALUES (1, 'p', '{now}')"))
+        conn.execute(text(
+            "INSERT INTO runs (id, project_id, name, config, tags, notes, status, compute_unit,"
+            f" fit_settings, created_at, last_seen_at) VALUES (1, 1, 'r', '{{}}', '[]', '',"
+            f" 'running', 'gpu_hours', '{{}}', '{now}', '{now}')"))
+        conn.execute(text(
+            "INSERT INTO series (id, run_id, name, n_points, updated_at, refit_requested,"
+            f" refit_done) VALUES (1, 1, 'val_pass_rate', 1, '{now}', 1, 1)"))
+        conn.execute(text("INSERT INTO points VALUES (1, 5, 10.0, 0.25, NULL)"))
+        conn.execute(text(
+            "INSERT INTO alert_rules (id, project, run_id, kind, params, enabled, created_at,"
+            f" updated_at) VALUES (1, 'p', 1, 'stalled', '{{\"minutes\": 5}}', true, '{now}',"
+            f" '{now}')"))
+        conn.execute(text(
+            "INSERT INTO alerts (id, rule_id, run_id, project, kind, state, open_key, message,"
+            f" details, created_at) VALUES (1, 1, 1, 'p', 'stalled', 'open', '1:1', 'm', '{{}}',"
+            f" '{now}')"))
+    upgrade(engine)
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT id, name, group_name FROM runs")).all() == [(1, "r", None)]
+        assert conn.execute(text("SELECT step, value FROM points")).all() == [(5, 0.25)]
+        assert conn.execute(text("SELECT id, run_id, open_key, group_name FROM alerts")).all() == [
+            (1, 1, "1:1", None)]
+        assert conn.execute(text("SELECT group_name FROM alert_rules")).all() == [(None,)]
+    with pytest.raises(IntegrityError), engine.begin() as conn:  # still one open per key
+        conn.execute(text(
+            "INSERT INTO alerts (rule_id, run_id, project, kind, state, open_key, message,"
+            f" details, created_at) VALUES (1, 1, 'p', 'stalled', 'open', '1:1', 'm', '{{}}',"
+            f" '{now}')"))
+    with engine.begin() as conn:  # an alert on a group's pooled fit has no run
+        conn.execute(text(
+            "INSERT INTO alerts (rule_id, run_id, group_name, project, kind, state, message,"
+            f" details, created_at) VALUES (1, NULL, 'g', 'p', 'stalled', 'resolved', 'm', '{{}}',"
+            f" '{now}')"))
+    store = SqlStore(engine)
+    store.update_run(1, {"group": "g"})
+    assert store.list_groups("p") == [
+        {"name": "g", "n_runs": 1, "runs": [1], "metric": "val_pass_rate", "fit": None}]
+    assert store.claim_dirty_groups("test")[0].group == "g"
     engine.dispose()
