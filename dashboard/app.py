@@ -18,7 +18,7 @@ from starlette.types import ASGIApp
 
 from dashboard.auth import DashboardGate, add_login_routes
 from dashboard.components import DashContext
-from dashboard.pages import alerts, compare, run, runs
+from dashboard.pages import alerts, compare, group, run, runs
 
 PREFIX = "/dashboard/"
 
@@ -52,7 +52,7 @@ def build_dash(state: Any) -> Dash:
         serve_locally=True,
     )
     ctx = DashContext(state)
-    for mod in (runs, run, compare, alerts):
+    for mod in (runs, run, group, compare, alerts):
         dash.register_page(
             mod.__name__,
             path=getattr(mod, "PATH", None),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from typing import Any
+from urllib.parse import urlencode
 
 from dashboard.figures import a_text, fmt, forecast_text, run_color, unit_label
 from server import limits
@@ -32,6 +33,18 @@ def md_text(value: Any) -> str:
     """User text (a run name) placed inside table markdown: every markdown character escaped,
     so a name cannot become an image, a link or markup."""
     return _MD_SPECIAL.sub(r"\\\1", str(value))
+
+
+def group_href(project: str, group: str) -> str:
+    """The Group page of (project, group); both are user text, so both are URL-encoded."""
+    return "/dashboard/group?" + urlencode({"project": project, "group": group})
+
+
+def group_link(project: str, group: str | None) -> str:
+    """Markdown for a table cell: the group's name (escaped) linking to its page."""
+    if not group:
+        return ""
+    return f"[{md_text(group)}]({group_href(project, group)})"
 
 
 def projects(store: Store) -> list[str]:
@@ -71,6 +84,8 @@ def run_row(run: dict[str, Any], alerts: int | None) -> dict[str, Any]:
         "run": f"[{md_text(run['name'])}](/dashboard/run/{run['id']})",
         "name": run["name"],
         "status": run["status"],
+        "group": group_link(run["project"], run.get("group")),
+        "group_name": run.get("group") or "",
         "tags": ", ".join(run.get("tags") or []),
         "metric": metric,
         "last_compute": _round(run.get("last_compute")),

@@ -4,7 +4,7 @@ Conventions follow the ScaleRL paper: compute on a log x axis, the fitted curve 
 fit window, the extrapolation dashed with its 95% band, held-out points (beyond the fit
 window) as "×", the excluded warm-up shaded.
 
-`common` holds what all figures share, `run` and `compare` the figures of those pages.
+`common` holds what all figures share, `run`, `group` and `compare` the figures of those pages.
 """
 
 from dashboard.figures.common import (
@@ -20,6 +20,14 @@ from dashboard.figures.common import (
     unit_label,
 )
 from dashboard.figures.compare import ceiling_figure, compare_figure
+from dashboard.figures.group import (
+    group_color,
+    group_figure,
+    group_headline,
+    pooled_over,
+    shades,
+    spread_text,
+)
 from dashboard.figures.run import (
     fit_caption,
     forecast_headline,
@@ -38,12 +46,18 @@ __all__ = [
     "fmt",
     "forecast_headline",
     "forecast_text",
+    "group_color",
+    "group_figure",
+    "group_headline",
     "history_figure",
     "log_ticks",
     "plural",
+    "pooled_over",
     "residuals_figure",
     "rgba",
     "run_color",
     "run_figure",
+    "shades",
+    "spread_text",
     "unit_label",
 ]

@@ -1,15 +1,19 @@
-"""Runs: every run of a project with its live fit (A with interval, B, C_mid, forecast)."""
+"""Runs: every run of a project with its live fit (A with interval, B, C_mid, forecast), or
+"by group": one row per recipe (the runs sharing `group`) with its pooled fit and seed spread.
+
+The view is in the URL (`?view=groups`), like the project, so the link can be shared."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 from typing import Any
+from urllib.parse import urlencode
 
-from dash import Dash, Input, Output, State, dcc, html
+from dash import Dash, Input, Output, State, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
-from dashboard import data
+from dashboard import data, group_data
 from dashboard.components import DashContext, column, empty_state, table, to_csv
 from dashboard.figures import plural
 
@@ -18,11 +22,14 @@ TITLE = "Runs"
 REFRESH_MS = 3000
 
 
-def _columns(unit: str | None, metric: str, config_keys: list[str], alerts: bool) -> list[dict]:
+def _columns(
+    unit: str | None, metric: str, config_keys: list[str], alerts: bool, groups: bool = False
+) -> list[dict]:
     """What matters first (run, status, forecast at target, A, open alerts), the rest after.
 
     `unit` is None when the runs shown use different compute units: the headers then say no
-    unit and a "compute unit" column says each row's.
+    unit and a "compute unit" column says each row's. The group column shows once any run
+    is in a group.
     """
     u = f" ({unit})" if unit else ""
     cols = [
@@ -31,6 +38,8 @@ def _columns(unit: str | None, metric: str, config_keys: list[str], alerts: bool
         column("predicted @ target [95%]", "predicted"),
         column("A [95%]", "A"),
     ]
+    if groups:
+        cols.insert(1, column("group", "group", presentation="markdown"))
     if alerts:
         cols.append(column("open alerts", "alerts", "numeric"))
     cols += [
@@ -49,7 +58,30 @@ def _columns(unit: str | None, metric: str, config_keys: list[str], alerts: bool
     return cols
 
 
-def layout(project: str | None = None, **_: Any) -> html.Div:
+def _group_columns(projects: bool) -> list[dict]:
+    """The "by group" view: the recipe's pooled fit first, then how its seeds agree."""
+    cols = [column("group", "group", presentation="markdown")]
+    if projects:
+        cols.append(column("project", "project"))
+    return cols + [
+        column("members", "members", "numeric"),
+        column("status", "status"),
+        column("predicted @ target [95%]", "predicted"),
+        column("A [95%] (pooled)", "A"),
+        column("seed spread of A: sd [95%]", "spread"),
+        column("seeds pooled", "pooled", "numeric"),
+        column("B [95%]", "B"),
+        column("C_mid", "C_mid"),
+        column("target", "target", "numeric"),
+        column("metric", "metric"),
+    ]
+
+
+VIEWS = [{"label": "runs", "value": "runs"}, {"label": "by group", "value": "groups"}]
+
+
+def layout(project: str | None = None, view: str | None = None, **_: Any) -> html.Div:
+    view = "groups" if view == "groups" else "runs"
     return html.Div(
         [
             html.Div(
@@ -62,6 +94,14 @@ def layout(project: str | None = None, **_: Any) -> html.Div:
                         placeholder="all projects",
                         clearable=True,
                         style={"width": 260},
+                    ),
+                    dcc.RadioItems(
+                        id="runs-view",
+                        options=VIEWS,
+                        value=view,
+                        inline=True,
+                        inputStyle={"marginRight": 4},
+                        labelStyle={"marginRight": 12, "fontSize": 14},
                     ),
                     html.Span(id="runs-count", className="meta"),
                     html.Span(style={"flex": 1}),
@@ -80,85 +120,147 @@ def layout(project: str | None = None, **_: Any) -> html.Div:
                 className="note",
             ),
             html.Div(id="runs-empty"),
-            table(
-                "runs-table",
-                _columns(None, "value", [], False),
-                data=[],
-                row_selectable="multi",
-                selected_row_ids=[],
-                sort_action="native",
-                filter_action="native",
-                page_action="native",
-                page_size=25,
-                style_data_conditional=[
-                    {
-                        "if": {"column_id": "status", "filter_query": '{status} = "running"'},
-                        "color": "#2e7d32",
-                        "fontWeight": 600,
-                    },
-                    {
-                        "if": {"column_id": "alerts", "filter_query": "{alerts} > 0"},
-                        "color": "#c62828",
-                        "fontWeight": 600,
-                    },
-                ],  # fmt: skip
+            html.Div(
+                id="runs-pane",
+                style={"display": "none"} if view == "groups" else {},
+                children=table(
+                    "runs-table",
+                    _columns(None, "value", [], False),
+                    data=[],
+                    row_selectable="multi",
+                    selected_row_ids=[],
+                    sort_action="native",
+                    filter_action="native",
+                    page_action="native",
+                    page_size=25,
+                    style_data_conditional=[
+                        {
+                            "if": {"column_id": "status", "filter_query": '{status} = "running"'},
+                            "color": "#2e7d32",
+                            "fontWeight": 600,
+                        },
+                        {
+                            "if": {"column_id": "alerts", "filter_query": "{alerts} > 0"},
+                            "color": "#c62828",
+                            "fontWeight": 600,
+                        },
+                    ],  # fmt: skip
+                ),
+            ),
+            html.Div(
+                id="groups-pane",
+                style={} if view == "groups" else {"display": "none"},
+                children=table(
+                    "groups-table",
+                    _group_columns(False),
+                    data=[],
+                    row_selectable="multi",
+                    selected_row_ids=[],
+                    sort_action="native",
+                    filter_action="native",
+                    page_action="native",
+                    page_size=25,
+                ),
             ),
             dcc.Store(id="runs-digest"),
+            dcc.Store(id="groups-digest"),
             dcc.Interval(id="runs-tick", interval=REFRESH_MS),
         ]
     )
+
+
+def _runs_view(store: Any, project: str | None) -> tuple:
+    """Rows and columns of the runs table (and the count and empty state)."""
+    table_ = data.runs_table(store, project)
+    rows = table_["rows"]
+    units = {r["unit"] for r in rows}
+    metrics = {r["metric"] for r in rows}
+    alerts = any(r["alerts"] is not None for r in rows)
+    cols = _columns(
+        units.pop() if len(units) == 1 else None,
+        metrics.pop() if len(metrics) == 1 else "value",
+        table_["config_keys"],
+        alerts,
+        groups=any(r["group"] for r in rows),
+    )
+    count = plural(table_["total"], "run") + (
+        f" (showing {table_['shown']:,})" if table_["shown"] < table_["total"] else ""
+    )
+    empty = (
+        empty_state(
+            "No runs yet. Start one with scalewatch.init(project=..., name=...) in your trainer."
+        )
+        if not rows
+        else None
+    )
+    return rows, cols, count, empty
+
+
+def _groups_view(store: Any, project: str | None) -> tuple:
+    rows = group_data.group_rows(store, project)
+    cols = _group_columns(projects=not project)
+    empty = (
+        empty_state(
+            "No groups yet. Runs that are seeds of one recipe share a group: pass "
+            "group=... to scalewatch.init (or --group to scalewatch follow/import)."
+        )
+        if not rows
+        else None
+    )
+    return rows, cols, plural(len(rows), "group"), empty
 
 
 def register_callbacks(app: Dash, ctx: DashContext) -> None:
     @app.callback(
         Output("runs-table", "data"),
         Output("runs-table", "columns"),
+        Output("groups-table", "data"),
+        Output("groups-table", "columns"),
         Output("runs-project", "options"),
         Output("runs-count", "children"),
         Output("runs-empty", "children"),
         Output("runs-digest", "data"),
         Input("runs-project", "value"),
+        Input("runs-view", "value"),
         Input("runs-tick", "n_intervals"),
         State("runs-digest", "data"),
     )
-    def refresh(project: str | None, _tick: int | None, digest: str | None) -> tuple:
-        table_ = data.runs_table(ctx.store, project)
-        rows = table_["rows"]
-        units = {r["unit"] for r in rows}
-        metrics = {r["metric"] for r in rows}
-        alerts = any(r["alerts"] is not None for r in rows)
-        cols = _columns(
-            units.pop() if len(units) == 1 else None,
-            metrics.pop() if len(metrics) == 1 else "value",
-            table_["config_keys"],
-            alerts,
-        )
+    def refresh(
+        project: str | None, view: str | None, _tick: int | None, digest: str | None
+    ) -> tuple:
+        # Only the table on screen is read; the other keeps what it had until shown.
+        groups = view == "groups"
+        rows, cols, count, empty = (_groups_view if groups else _runs_view)(ctx.store, project)
         options = [{"label": p, "value": p} for p in data.projects(ctx.store)]
         new_digest = hashlib.sha1(
-            json.dumps([rows, cols, options], default=str).encode()
+            json.dumps([view, rows, cols, options], default=str).encode()
         ).hexdigest()
         if new_digest == digest:
             raise PreventUpdate  # nothing changed: send nothing
-        count = plural(table_["total"], "run") + (
-            f" (showing {table_['shown']:,})" if table_["shown"] < table_["total"] else ""
-        )
-        empty = (
-            empty_state(
-                "No runs yet. Start one with scalewatch.init(project=..., name=...) "
-                "in your trainer."
-            )
-            if not rows
-            else None
-        )
-        return rows, cols, options, count, empty, new_digest
+        runs_out = (no_update, no_update) if groups else (rows, cols)
+        groups_out = (rows, cols) if groups else (no_update, no_update)
+        return (*runs_out, *groups_out, options, count, empty, new_digest)
+
+    @app.callback(
+        Output("runs-pane", "style"),
+        Output("groups-pane", "style"),
+        Input("runs-view", "value"),
+    )
+    def show(view: str | None) -> tuple:
+        hidden = {"display": "none"}
+        return (hidden, {}) if view == "groups" else ({}, hidden)
 
     @app.callback(
         Output("runs-compare-link", "href"),
         Output("runs-compare-btn", "disabled"),
         Output("runs-compare-btn", "children"),
         Input("runs-table", "selected_row_ids"),
+        Input("groups-table", "selected_row_ids"),
+        Input("runs-view", "value"),
     )
-    def selection(ids: list[int] | None) -> tuple:
+    def selection(ids: list[int] | None, gids: list[str] | None, view: str | None) -> tuple:
+        if view == "groups":
+            return _group_selection(app, gids or [])
         ids = ids or []
         if len(ids) < 1:
             return "", True, "Compare selected"
@@ -169,22 +271,60 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
     @app.callback(
         Output("runs-csv", "data"),
         Input("runs-csv-btn", "n_clicks"),
+        State("runs-view", "value"),
         State("runs-table", "data"),
         State("runs-table", "columns"),
+        State("groups-table", "data"),
+        State("groups-table", "columns"),
         prevent_initial_call=True,
     )
-    def download(_n: int, rows: list[dict], cols: list[dict]) -> dict:
-        ids = ["id", "name"] + [c["id"] for c in cols if c["id"] != "run"]
+    def download(
+        _n: int, view: str | None, rows: list[dict], cols: list[dict], grows: list[dict],
+        gcols: list[dict],
+    ) -> dict:  # fmt: skip
+        if view == "groups":
+            ids = ["name", "project"] + [
+                c["id"] for c in gcols if c["id"] not in ("group", "project")
+            ]
+            text = to_csv(ids, ([r.get(k) for k in ids] for r in grows or []))
+            return {"content": text, "filename": "groups.csv", "type": "text/csv"}
+        ids = ["id", "name", "group_name"] + [
+            c["id"] for c in cols if c["id"] not in ("run", "group")
+        ]
         text = to_csv(ids, ([r.get(k) for k in ids] for r in rows or []))
         return {"content": text, "filename": "runs.csv", "type": "text/csv"}
 
     app.clientside_callback(
-        """function(project) {
+        """function(project, view) {
             const u = new URL(window.location.href);
             if (project) { u.searchParams.set('project', project); }
             else { u.searchParams.delete('project'); }
+            if (view === 'groups') { u.searchParams.set('view', 'groups'); }
+            else { u.searchParams.delete('view'); }
             window.history.replaceState(window.history.state, '', u.toString());
         }""",
         Input("runs-project", "value"),
+        Input("runs-view", "value"),
         prevent_initial_call=True,
     )
+
+
+def _group_selection(app: Dash, gids: list[str]) -> tuple:
+    """The compare button in the "by group" view: one group opens its page, several of one
+    project compare as recipes (`/compare?project=&group=&group=`, like the REST API)."""
+    picked = [tuple(g.split("\x1f", 1)) for g in gids if "\x1f" in g]
+    if not picked:
+        return "", True, "Compare selected"
+    projects = {p for p, _ in picked}
+    if len(projects) > 1:
+        return "", True, "Compare groups of one project"
+    project = projects.pop()
+    if len(picked) == 1:
+        return app.get_relative_path(group_href_rel(project, picked[0][1])), False, "Open group"
+    query = urlencode([("project", project)] + [("group", g) for _, g in picked])
+    return app.get_relative_path(f"/compare?{query}"), False, f"Compare {len(picked)} groups"
+
+
+def group_href_rel(project: str, group: str) -> str:
+    """The Group page's path below the dashboard's prefix."""
+    return "/group?" + urlencode({"project": project, "group": group})

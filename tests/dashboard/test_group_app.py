@@ -1,0 +1,106 @@
+"""Groups in the mounted dashboard, in-process: the Runs page's group column and "by group"
+view and the Group page, through their Dash callbacks over HTTP (SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+
+from dashboard.callback_client import dash_call
+from server.ingest import PointRow
+from server.refit import Refitter
+from tests.conftest import make_app
+from tests.dashboard.seed import series
+
+RECIPE = "lr=3e-4 <b>(x)</b>"  # user text: markdown and HTML characters in a group's name
+SEEDS = {"seed-0": 0.60, "seed-1": 0.62, "seed-2": 0.61}
+
+
+@pytest.fixture
+def client(database_url: str) -> Iterator[TestClient]:
+    app = make_app(database_url)
+    store = app.state.store
+    with TestClient(app) as c:
+        ids = {}
+        for k, (name, a) in enumerate(SEEDS.items()):
+            run, _ = store.get_or_create_run("p", name, target_compute=20000.0, group=RECIPE)
+            c_, y = series({"A": a, "B": 1.9, "C_mid": 2500.0}, seed=k)
+            rows = [
+                PointRow("val_pass_rate", i, float(ci), float(yi), None)
+                for i, (ci, yi) in enumerate(zip(c_, y, strict=True))
+            ]
+            store.ingest_points(run["id"], rows)
+            ids[name] = run["id"]
+        run, _ = store.get_or_create_run("p", "lone", target_compute=20000.0)
+        ids["lone"] = run["id"]
+        c.ids = ids  # type: ignore[attr-defined]
+        c.deps = c.get("/dashboard/_dash-dependencies").json()  # type: ignore[attr-defined]
+        yield c
+    store.engine.dispose()
+
+
+def _group_page(c: TestClient) -> dict:
+    key = {"project": "p", "group": RECIPE, "metric": None}
+    return dash_call(c, "grp-graph", {"grp-key.data": key}, deps=c.deps).json()["response"]  # type: ignore[attr-defined]
+
+
+def test_group_page_pending_then_pooled_fit(client: TestClient) -> None:
+    out = _group_page(client)  # no group fit yet: the page says so, and the read queued one
+    head = str(out["grp-header"]["children"])
+    assert "'pending'" in head and "not computed yet" in head
+    seeds = [t for t in out["grp-graph"]["figure"]["data"] if t.get("meta") == "seed"]
+    assert len(seeds) == 3 and all(len(t["x"]) == 80 for t in seeds)
+    Refitter(client.app.state.store).run_once()  # type: ignore[attr-defined]
+    out = _group_page(client)
+    metas = [t.get("meta") for t in out["grp-graph"]["figure"]["data"]]
+    assert metas.count("seed") == 3 and {"fit", "extrapolation", "band"} <= set(metas)
+    head = str(out["grp-header"]["children"])
+    assert "pooled over 3 seeds" in head and "seed spread of A" in head
+    rows = out["grp-members"]["data"]
+    assert [r["name"] for r in rows] == list(SEEDS)
+    assert all(r["pool"] == "pooled" and r["A"].count("[") == 1 for r in rows)
+    assert all(r["offset"][0] in "+-" for r in rows)
+    # The next tick finds nothing new and sends nothing.
+    token = out["grp-token"]["data"]
+    key = {"project": "p", "group": RECIPE, "metric": None}
+    r = dash_call(
+        client, "grp-graph", {"grp-key.data": key, "grp-token.data": token,
+                              "grp-tick.n_intervals": 1},
+        changed=["grp-tick.n_intervals"], deps=client.deps,  # type: ignore[attr-defined]
+    )  # fmt: skip
+    assert r.status_code == 204
+
+
+def test_unknown_group_says_so(client: TestClient) -> None:
+    key = {"project": "p", "group": "nope", "metric": None}
+    out = dash_call(client, "grp-graph", {"grp-key.data": key}, deps=client.deps).json()  # type: ignore[attr-defined]
+    assert "no group 'nope'" in str(out["response"]["grp-header"]["children"])
+
+
+def test_runs_table_group_column_and_by_group_view(client: TestClient) -> None:
+    Refitter(client.app.state.store).run_once()  # type: ignore[attr-defined]
+    deps = client.deps  # type: ignore[attr-defined]
+    out = dash_call(client, "runs-table", {"runs-project.value": "p"}, deps=deps).json()
+    runs = out["response"]["runs-table"]
+    assert "group" in [c["id"] for c in runs["columns"]]
+    by_name = {r["name"]: r for r in runs["data"]}
+    link = by_name["seed-0"]["group"]
+    assert link.startswith(r"[lr=3e\-4 \<b\>\(x\)\</b\>](/dashboard/group?project=p&group=")
+    assert "%3Cb%3E" in link and by_name["lone"]["group"] == ""
+    out = dash_call(
+        client, "runs-table", {"runs-project.value": "p", "runs-view.value": "groups"}, deps=deps
+    ).json()["response"]
+    assert "runs-table" not in out  # only the table on screen is read
+    (row,) = out["groups-table"]["data"]
+    assert row["name"] == RECIPE and row["members"] == 3 and row["status"] == "ok"
+    assert row["pooled"] == 3 and row["A"].count("[") == 1 and row["spread"].startswith("sd ")
+    assert row["predicted"].count("[") == 1
+    assert out["runs-count"]["children"] == "1 group"
+    sel = dash_call(
+        client, "runs-compare-link",
+        {"groups-table.selected_row_ids": [row["id"]], "runs-view.value": "groups"}, deps=deps,
+    ).json()["response"]  # fmt: skip
+    assert sel["runs-compare-btn"]["children"] == "Open group"
+    assert sel["runs-compare-link"]["href"].startswith("/dashboard/group?project=p&group=lr")

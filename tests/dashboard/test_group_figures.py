@@ -1,0 +1,169 @@
+"""Group (recipe) figures and rows without a browser: data in, figure or rows out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from dashboard import figures as F
+from dashboard import group_data
+from server.fitting import FitOptions
+from server.fitting.group import GroupMember, fit_group
+from server.services.groups import group_record
+from tests.dashboard.seed import R0
+from tests.support.curves import noisy_sigmoid
+
+TARGET = 20000.0
+NAMES = ["seed-0", "seed-1", "<b>seed</b> [2](x)", "seed-3"]
+
+
+@pytest.fixture(scope="module")
+def recipe() -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Four seeds: two on the recipe, one that breaks at compute 6,000, one clearly higher."""
+    members, seeds = [], []
+    for k, a in enumerate([0.60, 0.62, 0.61, 0.70]):
+        c, y = noisy_sigmoid(
+            A=a, B=1.9, C_mid=2500.0, R0=R0, n=100, c_max=10000.0, seed=k, sd=0.006
+        )
+        if k == 2:
+            y = np.where(c > 6000, y - 0.10, y)
+        seeds.append(GroupMember(c, y, steps=np.arange(c.size)))
+        members.append({"id": k + 1, "name": NAMES[k], "compute": list(c), "values": list(y)})
+    res = fit_group(seeds, FitOptions(target_compute=TARGET))
+    fit = dict(group_record(res, members, group="g", metric="val_pass_rate"))
+    for m, own in zip(members, fit["members"], strict=True):
+        m.update(off_curve=own["off_curve"], included=own["included"], **{"break": own["break"]})
+    return members, fit
+
+
+def test_group_figure_seeds_thin_in_one_family_pooled_curve_band_and_extrapolation(
+    recipe: tuple,
+) -> None:
+    members, fit = recipe
+    color = F.group_color("g")
+    fig = F.group_figure(
+        members,
+        fit,
+        unit="GPU-hours",
+        metric="val_pass_rate",
+        color=color,
+        title="g: val_pass_rate",
+        target=TARGET,
+    )
+    metas = [t.meta for t in fig.data]
+    assert metas.count("seed") == 4
+    assert {"fit", "extrapolation", "band", "break"} <= set(metas)
+    seeds = [t for t in fig.data if t.meta == "seed"]
+    pooled = fig.data[metas.index("fit")]
+    ext = fig.data[metas.index("extrapolation")]
+    assert all(t.line.width <= 1 for t in seeds) and pooled.line.width > 2
+    assert pooled.line.dash == "solid" and ext.line.dash == "dash"
+    assert max(ext.x) >= TARGET * 0.999  # extrapolated to the target
+    band = fig.data[metas.index("band")]
+    assert min(band.x) <= 100.0 * 1.001  # the band covers the data, not only the extrapolation
+    # One colour family: the shades share the recipe's hue, every seed its own shade.
+    assert len({t.line.color for t in seeds}) == 4
+    assert set(F.shades(color, 4)) == {t.line.color for t in seeds}
+    # The broken seed and the one above the recipe are marked, by style and by name.
+    broke = next(t for t in seeds if "broke" in t.name)
+    off = next(t for t in seeds if "off the curve" in t.name)
+    assert broke.line.dash == "dot" and off.line.dash == "dot"
+    assert "&lt;b&gt;seed&lt;/b&gt;" in broke.name  # user text escaped
+    mark = fig.data[metas.index("break")]
+    assert mark.x[0] == pytest.approx(6000.0, rel=0.02)
+    text = " ".join(a.text for a in fig.layout.annotations)
+    assert "pooled over 3 seeds" in text and "seed spread sd" in text and "target" in text
+    assert fig.layout.xaxis.type == "log"
+
+
+def test_shades_are_one_hue_dark_to_light() -> None:
+    s = F.shades("#4e79a7", 5)
+    assert len(s) == 5 and len(set(s)) == 5
+    lum = [sum(int(c[i : i + 2], 16) for i in (1, 3, 5)) for c in s]
+    assert lum == sorted(lum)
+    assert F.group_color("recipe-a") == F.group_color("recipe-a")  # stable across processes
+    assert F.group_color("recipe-a") in F.PALETTE
+
+
+def test_headline_says_pooled_over_k_seeds_and_spread(recipe: tuple) -> None:
+    _, fit = recipe
+    head = F.group_headline(fit, TARGET, "GPU-hours")
+    assert head["label"] == "recipe ceiling A, pooled over 3 seeds"
+    assert head["value"] == F.a_text(fit) and "[" in head["value"]
+    assert "one seed at 20,000 GPU-hours" in head["note"]
+    assert "seed spread of A: sd " in head["note"]
+
+
+def test_unidentified_pending_and_empty_states() -> None:
+    pending = F.group_headline({"status": "pending", "fit_id": None}, TARGET, "u")
+    assert pending["value"] == "pending" and "queued" in pending["note"]
+    unident = {
+        "status": "unidentified", "A": None, "A_lower_bound": 0.606, "B": 1.6, "C_mid": 5000.0,
+        "R0": 0.3, "ci": None, "fit_range": [100.0, 8000.0], "n_points": 80,
+        "target_compute": TARGET, "predicted_at_target": 0.64,
+        "predicted_interval": [0.6, 0.7], "seed_spread": {"n": 2, "sd": 0.01, "ci": [0.0, 0.03]},
+    }  # fmt: skip
+    head = F.group_headline(unident, TARGET, "u")
+    assert head["value"] == "≥ 0.606"  # a lower bound, never a bare number
+    assert "[0.600, 0.700]" in head["note"] and "0.640" not in head["note"]
+    row = group_data.group_row("p", {"name": "g", "n_runs": 2, "metric": "m", "fit": unident})
+    assert row["A"] == "≥ 0.606" and row["predicted"] == "[0.600, 0.700]"
+    assert F.spread_text({"n": 1, "sd": None}) == "one seed: no spread yet"
+    assert F.spread_text(None) == "–"
+    fig = F.group_figure([], None, unit="u", metric="m", color="#000000")
+    assert "no points yet" in fig.layout.annotations[0].text
+    pts = [{"id": 1, "name": "a", "compute": [100.0, 200.0], "values": [0.3, 0.31]}]
+    fig = F.group_figure(pts, {"status": "pending"}, unit="u", metric="m", color="#4e79a7")
+    assert [t.meta for t in fig.data] == ["seed"]
+    assert "group fit pending" in " ".join(a.text for a in fig.layout.annotations)
+
+
+def test_by_group_row_and_member_rows(recipe: tuple) -> None:
+    members, fit = recipe
+    summary = {
+        k: fit.get(k)
+        for k in (
+            "status",
+            "A",
+            "B",
+            "C_mid",
+            "ci",
+            "A_lower_bound",
+            "target_compute",
+            "predicted_at_target",
+            "predicted_interval",
+            "break",
+            "message",
+        )
+    }
+    g = {
+        "name": "lr=3e-4 (bs) [x]",
+        "n_runs": 4,
+        "metric": "val_pass_rate",
+        "fit": {**summary, "seed_spread": fit["seed_spread"]},
+    }
+    row = group_data.group_row("math rl", g)
+    assert row["group"] == (
+        r"[lr=3e\-4 \(bs\) \[x\]]"
+        "(/dashboard/group?project=math+rl&group=lr%3D3e-4+%28bs%29+%5Bx%5D)"
+    )
+    assert row["members"] == 4 and row["pooled"] == 3 and row["status"] == "ok"
+    assert row["A"] == F.a_text(fit) and row["spread"].startswith("sd ")
+    assert row["predicted"] == F.forecast_text(fit)
+    pending = group_data.group_row("p", {"name": "g", "n_runs": 2, "metric": "m", "fit": None})
+    assert pending["status"] == "pending" and pending["spread"] == "–"
+    detail = {"members": [
+        {**m, "fit": own, "run": {"status": "running", "last_compute": 10000.0}, "total": 100,
+         "reason": own["reason"]}
+        for m, own in zip(members, fit["members"], strict=True)
+    ]}  # fmt: skip
+    rows = group_data.member_rows(detail)
+    pools = [r["pool"] for r in rows]
+    assert pools.count("broke") == 1 and "off the curve" in pools and "pooled" in pools
+    broke = rows[pools.index("broke")]
+    assert "broke at step" in broke["reason"] and broke["offset"] == "–"
+    assert broke["run"] == r"[\<b\>seed\</b\> \[2\]\(x\)](/dashboard/run/3)"
+    ok = rows[pools.index("pooled")]
+    assert ok["offset"].startswith(("+", "-")) and "[" in ok["offset"]
