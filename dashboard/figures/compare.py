@@ -1,4 +1,5 @@
-"""Figures of the Compare page: runs overlaid with their fits, ceiling against efficiency."""
+"""Figures of the Compare page: runs and recipes (groups) overlaid with their fits, ceiling
+against efficiency (a recipe with its A interval and its seeds' own A)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import plotly.graph_objects as go
 
 from dashboard.figures.common import (
     GREY,
+    PALETTE,
     base_layout,
     curve_traces,
     empty_figure,
@@ -17,6 +19,7 @@ from dashboard.figures.common import (
     positive,
     vline,
 )
+from dashboard.figures.group import shades
 
 
 def compare_figure(
@@ -27,17 +30,26 @@ def compare_figure(
     budget: float | None = None,
     sampled: bool = False,
 ) -> go.Figure:
-    """Several runs overlaid: points, fits (solid), extrapolations (dashed) to the budget."""
+    """Several runs overlaid: points, fits (solid), extrapolations (dashed) to the budget.
+
+    A group (`kind` "group") shows its seeds' points in shades of its colour (one legend entry
+    for them all) and its pooled fit as its curve."""
     title = f"{metric} against compute"
     if not items:
-        return empty_figure("select runs to compare", title)
+        return empty_figure("select runs or groups to compare", title)
     fig = go.Figure()
     end = max([budget or 0.0] + [max(i["compute"], default=0.0) for i in items])
     for it in items:
         # Plotly renders <b>, <a href> and entities in names and hover text: escape user text.
         color, label = it["color"], html.escape(it["label"])
-        c, y = positive(it["compute"], it["values"])
         group = f"run{it['id']}"
+        if it.get("kind") == "group":
+            _seed_points(fig, it, label, unit, group)
+            if it.get("fit"):
+                for tr in curve_traces(it["fit"], color, f"{label} (recipe)", end, group=group):
+                    fig.add_trace(tr)
+            continue
+        c, y = positive(it["compute"], it["values"])
         fig.add_trace(
             go.Scattergl(
                 x=c, y=y.astype("f4"), mode="markers",
@@ -61,6 +73,23 @@ def compare_figure(
             x=1, y=0, xanchor="right", yanchor="bottom", font={"size": 11, "color": "#78909c"},
         )  # fmt: skip
     return fig
+
+
+def _seed_points(fig: go.Figure, it: dict[str, Any], label: str, unit: str, group: str) -> None:
+    """A recipe's seeds: small markers in shades of its colour, one legend entry for all."""
+    seeds = it.get("seeds") or []
+    for k, (s, col) in enumerate(zip(seeds, shades(it["color"], len(seeds)), strict=True)):
+        c, y = positive(s["compute"], s["values"])
+        seed = html.escape(str(s["name"]))
+        fig.add_trace(
+            go.Scattergl(
+                x=c, y=y.astype("f4"), mode="markers",
+                marker={"color": col, "size": 3, "opacity": 0.45},
+                name=f"{label} (seeds)", meta="seed", legendgroup=group, showlegend=k == 0,
+                hovertemplate=f"{label}: {seed}<br>%{{x:,.4g}} {unit}<br>%{{y:.4f}}"
+                              "<extra></extra>",
+            )
+        )  # fmt: skip
 
 
 MAX_LABELLED = 40  # other runs labelled on the ceiling chart at most (beyond: hover only)
@@ -94,7 +123,9 @@ def ceiling_figure(rows: list[dict[str, Any]]) -> go.Figure:
                 hovertemplate="%{text}<br>B %{x:.3g}<br>A %{y:.3f}<extra></extra>",
             )
         )
-    for r in (r for r in pts if r.get("highlight")):
+    for r in (r for r in pts if r.get("highlight") and r.get("kind") == "group"):
+        _recipe_traces(fig, r)
+    for r in (r for r in pts if r.get("highlight") and r.get("kind") != "group"):
         ident = r.get("A") is not None
         err = r.get("A_ci") if ident else None
         fig.add_trace(
@@ -117,11 +148,14 @@ def ceiling_figure(rows: list[dict[str, Any]]) -> go.Figure:
             )
         )  # fmt: skip
     base_layout(fig, title, "B (efficiency: higher reaches A sooner)", "A (ceiling)", False)
-    bs = [r["B"] for r in pts]
+    seeds = [s for r in pts for s in r.get("seeds") or []
+             if s.get("B") is not None and (s.get("A") or s.get("A_lower_bound")) is not None]
+    bs = [r["B"] for r in pts] + [s["B"] for s in seeds]
     pad = max((max(bs) - min(bs)) * 0.15, 0.1)
     # Room above and below the points for their labels and intervals, clear of the ticks.
     ys = [v for r in pts for v in (r.get("A_ci") or []) if v is not None]
     ys += [r.get("A") or r.get("A_lower_bound") for r in pts]
+    ys += [v for s in seeds if (v := s.get("A") or s.get("A_lower_bound")) is not None]
     y_pad = max((max(ys) - min(ys)) * 0.2, 0.02)
     fig.update_layout(
         xaxis={"range": [min(bs) - pad, max(bs) + pad]},
@@ -131,3 +165,49 @@ def ceiling_figure(rows: list[dict[str, Any]]) -> go.Figure:
     )
     fig.update_traces(cliponaxis=False, selector={"type": "scatter"})
     return fig
+
+
+def _recipe_traces(fig: go.Figure, r: dict[str, Any]) -> None:
+    """A recipe on the ceiling chart: its pooled A with the 95% interval (a diamond; a
+    triangle at its lower bound when A is not identified) and its seeds' own A as small
+    points of the same colour (a triangle: a seed's lower bound), so the spread of the seeds
+    reads against the interval of the recipe."""
+    label = html.escape(r["label"])
+    color = r.get("color") or PALETTE[0]
+    # A seed without A or a lower bound (it broke, or has no curve yet) has no place here.
+    seeds = [s for s in r.get("seeds") or []
+             if s.get("B") is not None and (s.get("A") or s.get("A_lower_bound")) is not None]
+    if seeds:
+        fig.add_trace(
+            go.Scatter(
+                x=[s["B"] for s in seeds],
+                y=[s["A"] if s.get("A") is not None else s.get("A_lower_bound") for s in seeds],
+                mode="markers",
+                marker={"color": color, "size": 7, "opacity": 0.7,
+                        "symbol": ["circle" if s.get("A") is not None else "triangle-up"
+                                   for s in seeds],
+                        "line": {"width": 1, "color": "white"}},
+                text=[html.escape(str(s["name"])) for s in seeds],
+                name=f"{label}: seeds' own A", meta="seeds", legendgroup=f"recipe-{label}",
+                hovertemplate=f"{label}: %{{text}}<br>B %{{x:.3g}}<br>A %{{y:.3f}}"
+                              "<extra></extra>",
+            )
+        )  # fmt: skip
+    if r.get("B") is None:
+        return
+    ident = r.get("A") is not None
+    err = r.get("A_ci") if ident else None
+    fig.add_trace(
+        go.Scatter(
+            x=[r["B"]], y=[r["A"] if ident else r["A_lower_bound"]],
+            mode="markers+text", text=[label], textposition="top center",
+            marker={"color": color, "size": 15, "symbol": "diamond" if ident else "triangle-up",
+                    "line": {"width": 1.5, "color": "#263238"}},
+            error_y=None if not err else {
+                "type": "data", "array": [err[1] - r["A"]], "arrayminus": [r["A"] - err[0]],
+                "color": color, "thickness": 2.5, "width": 8,
+            },
+            name=f"{label} (recipe, A [95%])" if ident else f"{label} (recipe, A ≥)",
+            meta="recipe", legendgroup=f"recipe-{label}",
+        )
+    )  # fmt: skip

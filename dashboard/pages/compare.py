@@ -1,7 +1,10 @@
-"""Compare: runs overlaid, their parameters, the paper's verdict, the winner at a budget.
+"""Compare: runs and recipes (groups) overlaid, their parameters, the paper's verdict, the
+winner at a budget.
 
-The URL (`?runs=1,2&metric=&budget=`) holds the state: changing the budget rewrites it in
-place, so the link can be shared.
+The URL (`?runs=1,2&project=&group=G1&group=G2&metric=&budget=`, groups repeated like the REST
+API's) holds the state: changing the budget or the groups rewrites it in place, so the link can
+be shared. A group enters as its pooled fit over its seeds (`server/services/compare_groups.py`,
+the API's service).
 """
 
 from __future__ import annotations
@@ -12,9 +15,10 @@ from dash import Dash, Input, Output, State, dcc, html
 from dash import ctx as dash_ctx
 from dash.exceptions import PreventUpdate
 
-from dashboard import data
+from dashboard import data, group_compare
 from dashboard.components import GRAPH_CONFIG, DashContext, column, empty_state, table, to_csv
 from dashboard.figures import ceiling_figure, compare_figure, fmt
+from server.store.base import NotFound
 
 PATH = "/compare"
 TITLE = "Compare"
@@ -30,14 +34,25 @@ def _float(raw: str | None) -> float | None:
 
 
 def layout(
-    runs: str | None = None, metric: str | None = None, budget: str | None = None, **_: Any
+    runs: str | None = None,
+    metric: str | None = None,
+    budget: str | None = None,
+    project: Any = None,
+    group: Any = None,
+    **_: Any,
 ) -> html.Div:
-    ids = data.parse_ids(runs)
-    if not ids:
-        return empty_state("Pick runs on the Runs page (tick their rows), then press Compare.")
+    ids = data.parse_ids(runs if isinstance(runs, str) else None)
+    groups = group_compare.parse_groups(group)
+    project = group_compare.parse_groups(project)[:1]
+    if not ids and not groups:
+        return empty_state(
+            "Pick runs on the Runs page (tick their rows), or recipes in its \"by group\" "
+            "view, then press Compare."
+        )
     return html.Div(
         [
             dcc.Store(id="cmp-ids", data=ids),
+            dcc.Store(id="cmp-project", data=project[0] if project else None),
             dcc.Store(id="cmp-metric", data=metric or None),
             dcc.Store(id="cmp-token"),
             html.Div(
@@ -45,6 +60,14 @@ def layout(
                 children=[
                     html.H2("Compare", style={"margin": 0}),
                     html.Div(id="cmp-chips"),
+                    dcc.Dropdown(
+                        id="cmp-groups",
+                        value=groups,
+                        options=[{"label": g, "value": g} for g in groups],
+                        multi=True,
+                        placeholder="add groups (recipes)",
+                        style={"minWidth": 240},
+                    ),
                     html.Span(style={"flex": 1}),
                     html.Label("budget", htmlFor="cmp-budget"),
                     dcc.Input(
@@ -103,7 +126,7 @@ def layout(
 def _verdict(detail: dict[str, Any]) -> Any:
     lines = data.verdict_lines(detail.get("comparison"), detail["unit"])
     if len(detail["items"]) < 2:
-        return html.P("Select at least two runs for a verdict.")
+        return html.P("Select at least two runs or groups for a verdict.")
     items = [
         html.Li(
             [
@@ -118,6 +141,12 @@ def _verdict(detail: dict[str, Any]) -> Any:
     return html.Ul(items, id="cmp-verdict-list", style={"paddingLeft": 18, "margin": 0})
 
 
+def _chip(app: Dash, it: dict[str, Any]) -> Any:
+    href = it.get("href") or app.get_relative_path(f"/run/{it['id']}")
+    label = it["label"] + (" (recipe)" if it.get("kind") == "group" else "")
+    return dcc.Link(label, href=href, className="chip", style={"background": it["color"]})
+
+
 def register_callbacks(app: Dash, ctx: DashContext) -> None:
     @app.callback(
         Output("cmp-graph", "figure"),
@@ -130,22 +159,35 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
         Output("cmp-token", "data"),
         Input("cmp-budget", "value"),
         Input("cmp-tick", "n_intervals"),
+        Input("cmp-groups", "value"),
         State("cmp-ids", "data"),
+        State("cmp-project", "data"),
         State("cmp-metric", "data"),
         State("cmp-token", "data"),
     )
     def render(
-        budget: float | None, _tick: int | None, ids: list[int], metric: str | None,
-        token: list | None,
+        budget: float | None, _tick: int | None, groups: list[str] | None, ids: list[int],
+        project: str | None, metric: str | None, token: list | None,
     ) -> tuple:  # fmt: skip
         store = ctx.store
+        groups = list(groups or [])
+        project = group_compare.resolve_project(store, project, ids) if groups else project
         if dash_ctx.triggered_id == "cmp-tick":
-            # Cheap check before any point is read: newest step and fit time of each run.
-            now = [data.change_token(store.get_run(i)) for i in ids]
+            # Cheap check before any point is read: newest step and fit time of each run, each
+            # group's fit and members.
+            try:
+                now = group_compare.change_tokens(store, ids, project, groups, metric)
+            except NotFound:
+                raise PreventUpdate from None  # the last render said what is missing
             if now == token:
                 raise PreventUpdate
-        detail = data.compare_detail(store, ids, metric, _float(str(budget)) if budget else None)
-        budget_shown = detail["budget"]
+        if not ids and not groups:
+            msg = empty_state("Nothing to compare: add groups above, or pick runs.")
+            return (compare_figure([], unit="", metric=""), msg, [], "", None, "", budget, [])
+        detail = group_compare.compare_detail(
+            store, ids, project, groups, metric, _float(str(budget)) if budget else None
+        )
+        budget_shown = detail.get("budget")
         if budget_shown is not None and float(budget_shown).is_integer():
             budget_shown = int(budget_shown)
         if detail.get("error"):
@@ -159,44 +201,65 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
             budget=detail["budget"],
             sampled=detail["sampled"],
         )
-        fig.update_layout(uirevision=",".join(map(str, ids)))
-        chips = [
-            dcc.Link(it["label"], href=app.get_relative_path(f"/run/{it['id']}"),
-                     className="chip", style={"background": it["color"]})
-            for it in detail["items"]
-        ]  # fmt: skip
+        fig.update_layout(uirevision=",".join(map(str, ids)) + "|" + "\x1f".join(groups))
         note = ""
         if detail["sampled"]:
             note = (
                 "Long series are downsampled in the database over one shared compute range "
                 f"(≤ {data.MAX_SCREEN_POINTS:,} points each); the fits use every point."
             )
-        tokens = [data.change_token(store.get_run(i)) for i in ids]
-        return (
-            fig,
-            _verdict(detail),
-            data.params_rows(detail),
-            note,
-            chips,
-            unit,
-            budget_shown,
-            tokens,
-        )
+        try:
+            tokens = group_compare.change_tokens(store, ids, project, groups, metric)
+        except NotFound:
+            tokens = []
+        params = group_compare.group_param_rows(detail, data.params_rows(detail))
+        chips = [_chip(app, it) for it in detail["items"]]
+        return (fig, _verdict(detail), params, note, chips, unit, budget_shown, tokens)
+
+    @app.callback(
+        Output("cmp-groups", "options"),
+        Output("cmp-project", "data"),
+        Input("cmp-ids", "data"),
+        State("cmp-project", "data"),
+        State("cmp-groups", "value"),
+    )
+    def group_options(ids: list[int], project: str | None, chosen: list[str] | None) -> tuple:
+        """The groups one may add: those of the project in the link, else of the first run's
+        (groups are named within a project)."""
+        project = group_compare.resolve_project(ctx.store, project, ids)
+        names: list[str] = []
+        if project:
+            try:
+                names = [g["name"] for g in ctx.store.list_groups(project)]
+            except NotFound:
+                names = []
+        names += [g for g in chosen or [] if g not in names]  # keep what the link named
+        return [{"label": g, "value": g} for g in names], project
 
     @app.callback(
         Output("cmp-scatter", "figure"),
         Input("cmp-ids", "data"),
+        Input("cmp-groups", "value"),
+        Input("cmp-project", "data"),
+        State("cmp-metric", "data"),
     )
-    def scatter(ids: list[int]) -> Any:
+    def scatter(
+        ids: list[int], groups: list[str] | None, project: str | None, metric: str | None
+    ) -> Any:
         runs = []
         for i in ids:
             try:
                 runs.append(ctx.store.get_run(i))
             except Exception:  # noqa: BLE001 - a deleted run just drops out
                 continue
+        groups = list(groups or [])
         highlight = {r["id"]: r["name"] for r in runs}
-        projects = sorted({r["project"] for r in runs})
-        fig = ceiling_figure(data.ceiling_rows(ctx.store, projects, highlight))
+        projects = sorted({r["project"] for r in runs} | ({project} if groups and project
+                                                          else set()))  # fmt: skip
+        rows = data.ceiling_rows(ctx.store, projects, highlight)
+        if groups:
+            rows = group_compare.ceiling_rows(ctx.store, rows, project, groups, metric)
+        fig = ceiling_figure(rows)
         fig.update_layout(title={"text": f"Ceiling vs efficiency: {', '.join(projects)}"})
         return fig
 
@@ -204,35 +267,63 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
         Output("cmp-csv", "data"),
         Input("cmp-csv-btn", "n_clicks"),
         State("cmp-ids", "data"),
+        State("cmp-project", "data"),
+        State("cmp-groups", "value"),
         State("cmp-metric", "data"),
         State("cmp-budget", "value"),
         prevent_initial_call=True,
     )
-    def download(_n: int, ids: list[int], metric: str | None, budget: float | None) -> dict:
-        detail = data.compare_detail(ctx.store, ids, metric, budget)
-        rows = (
-            (it["label"], it["id"], s, c, v)
-            for it in detail["items"]
-            for s, c, v in zip(it["steps"], it["compute"], it["values"], strict=True)
+    def download(
+        _n: int, ids: list[int], project: str | None, groups: list[str] | None,
+        metric: str | None, budget: float | None,
+    ) -> dict:  # fmt: skip
+        groups = list(groups or [])
+        project = group_compare.resolve_project(ctx.store, project, ids)
+        detail = group_compare.compare_detail(
+            ctx.store, ids, project, groups, metric, _float(str(budget)) if budget else None
         )
+        if detail.get("error"):
+            raise PreventUpdate
+        header = ["run", "run_id", "step", "compute", detail["metric"]]
         comment = f"compute in {detail['unit']}; budget {fmt(detail['budget'])}" + (
             "; downsampled for display" if detail["sampled"] else ""
         )
-        text = to_csv(["run", "run_id", "step", "compute", detail["metric"]], rows, comment)
+        if not groups:  # runs only: the export it always was
+            rows: Any = (
+                (it["label"], it["id"], s, c, v)
+                for it in detail["items"]
+                for s, c, v in zip(it["steps"], it["compute"], it["values"], strict=True)
+            )
+            text = to_csv(header, rows, comment)
+        else:  # a group's rows are its seeds', each named, with the group in its own column
+            rows = (
+                (seed["name"], seed["id"], s, c, v, it["name"] if is_group else "")
+                for it in detail["items"]
+                for is_group in [it.get("kind") == "group"]
+                for seed in (it["seeds"] if is_group else [it])
+                for s, c, v in zip(seed["steps"], seed["compute"], seed["values"], strict=True)
+            )
+            text = to_csv([*header, "group"], rows, comment)
         return {"content": text, "filename": "compare.csv", "type": "text/csv"}
 
-    # Keep the URL in step with the budget without reloading the page (shareable link).
+    # Keep the URL in step with the budget and the groups without reloading the page.
     app.clientside_callback(
-        """function(budget, ids, metric) {
+        """function(budget, groups, ids, metric, project) {
             if (!ids) { return; }
             const u = new URL(window.location.href);
-            u.searchParams.set('runs', ids.join(','));
+            if (ids.length) { u.searchParams.set('runs', ids.join(',')); }
+            else { u.searchParams.delete('runs'); }
+            u.searchParams.delete('group');
+            for (const g of (groups || [])) { u.searchParams.append('group', g); }
+            if (project && groups && groups.length) { u.searchParams.set('project', project); }
             if (metric) { u.searchParams.set('metric', metric); }
             if (budget) { u.searchParams.set('budget', String(budget)); }
             else { u.searchParams.delete('budget'); }
             window.history.replaceState(window.history.state, '', u.toString());
         }""",
         Input("cmp-budget", "value"),
+        Input("cmp-groups", "value"),
         State("cmp-ids", "data"),
         State("cmp-metric", "data"),
+        State("cmp-project", "data"),
     )

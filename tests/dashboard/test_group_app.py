@@ -16,6 +16,7 @@ from tests.dashboard.seed import series
 
 RECIPE = "lr=3e-4 <b>(x)</b>"  # user text: markdown and HTML characters in a group's name
 SEEDS = {"seed-0": 0.60, "seed-1": 0.62, "seed-2": 0.61}
+OTHER = {"b-0": 0.70, "b-1": 0.71}  # a second recipe, clearly higher
 
 
 @pytest.fixture
@@ -24,8 +25,10 @@ def client(database_url: str) -> Iterator[TestClient]:
     store = app.state.store
     with TestClient(app) as c:
         ids = {}
-        for k, (name, a) in enumerate(SEEDS.items()):
-            run, _ = store.get_or_create_run("p", name, target_compute=20000.0, group=RECIPE)
+        seeds = [(n, a, RECIPE) for n, a in SEEDS.items()]
+        seeds += [(n, a, "recipe-b") for n, a in OTHER.items()]
+        for k, (name, a, group) in enumerate(seeds):
+            run, _ = store.get_or_create_run("p", name, target_compute=20000.0, group=group)
             c_, y = series({"A": a, "B": 1.9, "C_mid": 2500.0}, seed=k)
             rows = [
                 PointRow("val_pass_rate", i, float(ci), float(yi), None)
@@ -93,14 +96,48 @@ def test_runs_table_group_column_and_by_group_view(client: TestClient) -> None:
         client, "runs-table", {"runs-project.value": "p", "runs-view.value": "groups"}, deps=deps
     ).json()["response"]
     assert "runs-table" not in out  # only the table on screen is read
-    (row,) = out["groups-table"]["data"]
+    row, other = sorted(out["groups-table"]["data"], key=lambda r: r["name"] != RECIPE)
+    assert other["name"] == "recipe-b" and other["members"] == 2
     assert row["name"] == RECIPE and row["members"] == 3 and row["status"] == "ok"
     assert row["pooled"] == 3 and row["A"].count("[") == 1 and row["spread"].startswith("sd ")
     assert row["predicted"].count("[") == 1
-    assert out["runs-count"]["children"] == "1 group"
+    assert out["runs-count"]["children"] == "2 groups"
     sel = dash_call(
         client, "runs-compare-link",
         {"groups-table.selected_row_ids": [row["id"]], "runs-view.value": "groups"}, deps=deps,
     ).json()["response"]  # fmt: skip
     assert sel["runs-compare-btn"]["children"] == "Open group"
     assert sel["runs-compare-link"]["href"].startswith("/dashboard/group?project=p&group=lr")
+
+
+def test_compare_groups_verdict_params_and_ceiling(client: TestClient) -> None:
+    Refitter(client.app.state.store).run_once()  # type: ignore[attr-defined]
+    deps, lone = client.deps, client.ids["lone"]  # type: ignore[attr-defined]
+    values = {"cmp-ids.data": [], "cmp-project.data": "p",
+              "cmp-groups.value": [RECIPE, "recipe-b"], "cmp-budget.value": "20000"}
+    out = dash_call(client, "cmp-graph", values, deps=deps).json()["response"]
+    metas = [t.get("meta") for t in out["cmp-graph"]["figure"]["data"]]
+    assert metas.count("seed") == 5 and metas.count("fit") == 2 and "band" in metas
+    params = {p["id"]: p for p in out["cmp-params"]["data"]}
+    assert params[f"group:{RECIPE}"]["points"] == "3 seeds, 240 points"
+    assert params["group:recipe-b"]["run"].startswith("[recipe\\-b](/dashboard/group?")
+    verdict = str(out["cmp-verdict"]["children"])
+    assert "recipe-b has the higher ceiling" in verdict and "winner at 20,000" in verdict
+    # The same verdict as the REST API's (one service).
+    api = client.get("/api/v1/compare", params={"project": "p", "group": [RECIPE, "recipe-b"],
+                                                "budget": 20000}).json()
+    pair = api["comparison"]["pairs"][0]
+    assert pair["decision"]["higher_asymptote"] == "recipe-b"
+    assert pair["winner_at_budget"]["run"] in verdict
+    scatter = dash_call(
+        client, "cmp-scatter", {"cmp-ids.data": [lone], "cmp-project.data": "p",
+                                "cmp-groups.value": [RECIPE, "recipe-b"]}, deps=deps,
+    ).json()["response"]["cmp-scatter"]["figure"]  # fmt: skip
+    traces = scatter["data"]
+    recipes = [t for t in traces if t.get("meta") == "recipe"]
+    seeds = [t for t in traces if t.get("meta") == "seeds"]
+    assert len(recipes) == 2 and all(t["error_y"]["array"] for t in recipes)
+    assert sorted(len(t["x"]) for t in seeds) == [2, 3]
+    # A group's seeds are drawn as the recipe's, not again as grey "other runs".
+    others = next((t for t in traces if t.get("meta") == "others"), {"text": []})
+    assert not set(others["text"]) & set(SEEDS)

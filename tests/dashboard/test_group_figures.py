@@ -167,3 +167,52 @@ def test_by_group_row_and_member_rows(recipe: tuple) -> None:
     assert broke["run"] == r"[\<b\>seed\</b\> \[2\]\(x\)](/dashboard/run/3)"
     ok = rows[pools.index("pooled")]
     assert ok["offset"].startswith(("+", "-")) and "[" in ok["offset"]
+
+
+def test_compare_figure_shows_a_recipe_as_its_seeds_and_its_pooled_curve(recipe: tuple) -> None:
+    members, fit = recipe
+    item = {
+        "kind": "group", "id": "group:g", "label": "<i>g</i>", "color": "#59a14f", "fit": fit,
+        "seeds": members, "compute": [c for m in members for c in m["compute"]],
+        "values": [v for m in members for v in m["values"]],
+    }  # fmt: skip
+    fig = F.compare_figure([item], unit="GPU-hours", metric="m", budget=TARGET)
+    metas = [t.meta for t in fig.data]
+    assert metas.count("seed") == 4 and {"fit", "extrapolation", "band"} <= set(metas)
+    seeds = [t for t in fig.data if t.meta == "seed"]
+    assert [t.showlegend for t in seeds] == [True, False, False, False]  # one legend entry
+    assert {t.marker.color for t in seeds} == set(F.shades("#59a14f", 4))
+    assert seeds[0].name == "&lt;i&gt;g&lt;/i&gt; (seeds)"
+    assert max(fig.data[metas.index("extrapolation")].x) >= TARGET * 0.999
+
+
+def test_ceiling_figure_recipe_with_interval_and_its_seeds(recipe: tuple) -> None:
+    _, fit = recipe
+    seeds = [{"name": m["name"], "A": m["A"], "B": m["B"], "A_lower_bound": m["A_lower_bound"]}
+             for m in fit["members"] if m.get("B") is not None]  # fmt: skip
+    rows = [
+        {"id": 9, "label": "other", "A": 0.5, "A_ci": None, "B": 2.0, "color": "#000000",
+         "highlight": False},
+        {"id": "group:g", "label": "g", "kind": "group", "highlight": True, "A": fit["A"],
+         "A_ci": fit["ci"]["A"], "A_lower_bound": fit["A_lower_bound"], "B": fit["B"],
+         "color": "#59a14f", "seeds": seeds},
+    ]  # fmt: skip
+    fig = F.ceiling_figure(rows)
+    by_meta = {t.meta: t for t in fig.data}
+    recipe_tr, seeds_tr = by_meta["recipe"], by_meta["seeds"]
+    assert recipe_tr.marker.symbol == "diamond" and recipe_tr.y[0] == fit["A"]
+    lo, hi = fit["ci"]["A"]
+    assert recipe_tr.error_y.array[0] == pytest.approx(hi - fit["A"])
+    assert recipe_tr.error_y.arrayminus[0] == pytest.approx(fit["A"] - lo)
+    # A seed whose own A is not identified sits at its lower bound, as a triangle; one with
+    # neither (the seed that broke) is left out.
+    placed = [s for s in seeds if (s["A"] or s["A_lower_bound"]) is not None]
+    assert len(seeds_tr.x) == len(placed) == 3
+    symbols = list(seeds_tr.marker.symbol)
+    assert symbols.count("triangle-up") == sum(s["A"] is None for s in placed)
+    # Every seed is inside the axis range (the range covers seeds, not only the recipe).
+    y0, y1 = fig.layout.yaxis.range
+    assert all(y0 <= v <= y1 for v in seeds_tr.y)
+    unident = {**rows[1], "A": None, "A_ci": None, "A_lower_bound": 0.58}
+    tr = next(t for t in F.ceiling_figure([unident]).data if t.meta == "recipe")
+    assert tr.marker.symbol == "triangle-up" and tr.y[0] == 0.58 and "A ≥" in tr.name
