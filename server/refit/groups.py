@@ -50,7 +50,8 @@ def _warm(previous: FitRecord | None, members: list[dict[str, Any]]) -> GroupFit
 
 
 class GroupRefits:
-    """One pass over the dirty groups, run by `Refitter.run_once` after the series."""
+    """The group half of the refitter: `Refitter.run_once` alternates series claims and
+    `run_batch`."""
 
     def __init__(
         self,
@@ -66,16 +67,12 @@ class GroupRefits:
         self.listeners = listeners or []
         self.count = count
 
-    def run_once(self, stopped: Callable[[], bool]) -> int:
-        done = 0
-        while not stopped():
-            claimed = self.store.claim_dirty_groups(self.owner, self.lease_seconds, limit=4)
-            if not claimed:
-                return done
-            for item in claimed:
-                self.refit(item)
-                done += 1
-        return done
+    def run_batch(self) -> int:
+        """Claim and fit up to four dirty groups; returns how many were fitted."""
+        claimed = self.store.claim_dirty_groups(self.owner, self.lease_seconds, limit=4)
+        for item in claimed:
+            self.refit(item)
+        return len(claimed)
 
     def refit(self, item: DirtyGroup) -> None:
         try:

@@ -66,18 +66,21 @@ class Refitter(PollingWorker):
 
     # ---- one pass ---------------------------------------------------------------------------
     def run_once(self) -> int:
-        """Fit every series currently dirty and unleased, then every such group (a group's
-        fit reads its members' points, which the series pass has just caught up with);
-        returns how many were fitted."""
+        """Fit every series currently dirty and unleased, and every such group; returns how
+        many were fitted. Series and groups take turns (a claim of each per round): a group's
+        fit reads its members' points, which the series fits just caught up with, and a group
+        that stays dirty while its seeds keep logging must not starve their own fits."""
         done = 0
         while not self._stop.is_set():
             claimed = self.store.claim_dirty_series(self.owner, self.lease_seconds, limit=4)
-            if not claimed:
-                break
             for item in claimed:
                 self._refit(item)
                 done += 1
-        return done + self.groups.run_once(self._stop.is_set)
+            groups = self.groups.run_batch()
+            done += groups
+            if not claimed and not groups:
+                return done
+        return done
 
     def _refit(self, item: DirtySeries) -> None:
         try:

@@ -135,3 +135,26 @@ def test_compare_groups_and_a_group_with_a_run(api) -> None:  # noqa: ANN001
         assert r.status_code == code, (params, r.text)
         if loc:
             assert r.json()["errors"][0]["loc"] == loc, r.json()
+
+
+def test_a_group_that_stays_dirty_does_not_starve_its_seeds_fits(api) -> None:  # noqa: ANN001
+    """While a seed keeps logging, its group is dirty again after every group fit: the
+    refitter must still come back to the seed's own series (they take turns)."""
+    from server.ingest import PointRow
+
+    store = api.app.state.store
+    rid = api.post("/api/v1/runs", json={"project": "p", "name": "a", "group": "g"}).json()["id"]
+    c, y = synthetic(n=46)
+    post_series(api, rid, c[:40], y[:40])
+    logged = iter(range(40, 46))
+
+    def seed_keeps_logging(*_args: object) -> None:  # a trainer, as the group is fitted
+        i = next(logged, None)
+        if i is not None:
+            store.ingest_points(rid, [PointRow("val_pass_rate", i, float(c[i]), float(y[i]),
+                                               None)])
+
+    Refitter(store, group_listeners=[seed_keeps_logging]).run_once()
+    assert api.get(f"/api/v1/runs/{rid}/fit").json()["n_points"] == 46
+    group = api.get("/api/v1/groups/fit", params={"project": "p", "group": "g"}).json()
+    assert group["members"][0]["n_points"] == 46
