@@ -22,9 +22,11 @@ How ``method="default"`` fits (modules in brackets):
    them (tested as a step and as a slide, confirmed with that curve's posterior)?  Then the
    result carries ``break`` (where, how much, an upper bound on the new ceiling) and describes
    the regime since the break when it can be fitted [breaks].
-5. Uncertainty from a grid posterior: Jeffreys' prior over (ln C_mid, B in [0.5, 8]), A and R0
-   integrated in closed form per cell, a refined grid over the posterior mass, 4,000 draws
-   [posterior].  A's interval and the B and C_mid intervals are posterior quantiles; the public
+5. Uncertainty from a grid posterior over (rho, ln C_mid, B): the evaluation noise is AR(1) in
+   evaluation order with its rho and sigma integrated out (Prais-Winsten whitening keeps A and
+   R0 linear, so each cell is closed form), Jeffreys' prior over (ln C_mid, B in [0.5, 8]), a
+   flat prior on rho; a refined grid over the posterior mass, then 4,000 draws [ar1, posterior].
+   A's interval and the B and C_mid intervals are posterior quantiles; the public
    A is the posterior median; the forecast (``predicted_at_target``, :func:`predict`) is the
    posterior median of the curve; the band (:func:`predict_band`) its quantiles.  The
    *prediction* interval (``predicted_interval``, :func:`predict_interval`) adds evaluation

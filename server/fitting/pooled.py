@@ -142,14 +142,14 @@ def sample_pooled(
     lo, hi = value_range
     coarse = [G.search(sd.binned, sd.r0, value_range, m_axis, b_axis) for sd in seeds]
     cw = P.normalise(_weights(coarse, seeds, lo, hi).logw).sum(axis=1)
-    fm, fb = P.refined_axes(coarse[0], cw, m_axis, b_axis)
+    fm, fb = P.refined_axes(coarse[0].m, coarse[0].b, cw, m_axis, b_axis)
     fine = [G.search(sd.binned, sd.r0, value_range, fm, fb) for sd in seeds]
     cells = _weights(fine, seeds, lo, hi)
     w = P.normalise(cells.logw).ravel()
     rng = np.random.default_rng(seed)
     pick = rng.choice(w.size, size=n, p=w)
     cell, ti = np.divmod(pick, T_GRID.size)
-    m, b = P.jitter_cells(fine[0], fm, fb, cell, rng)
+    m, b = P.jitter_cells(fine[0].m, fine[0].b, fm, fb, cell, rng)
     a = P.truncated_normal(cells.a_bar[cell, ti], 1.0 / np.sqrt(cells.big_w[cell, ti]), lo, hi,
                            rng)
     # Spread t over its grid cell (t = 0 stays 0) so the spread's interval is not quantised.

@@ -1,5 +1,9 @@
 """Grid posterior over (ln C_mid, ln B) with A and R0 integrated in closed form.
 
+This white-noise form (the noise variance fixed from the point fit's residuals) serves the
+break test and the pooled fit of a group; a single run's intervals come from ``ar1.py``,
+which integrates the AR(1) noise model on top of the same building blocks.
+
 Why a posterior and not a local (Laplace / profile) interval: before and around its knee a
 run's likelihood is a long banana in (A, C_mid, B), and an interval built around the optimum
 is narrow exactly when noise makes the curve look flatter than it is -- the runs a status
@@ -107,12 +111,12 @@ def _cell_weights(gr: G.Grid, s2: float, lo: float, hi: float,
     return normalise(logw), sd
 
 
-def refined_axes(gr: G.Grid, w: FloatArray, m_axis: FloatArray,
+def refined_axes(cell_m: FloatArray, cell_b: FloatArray, w: FloatArray, m_axis: FloatArray,
                  b_axis: FloatArray) -> tuple[FloatArray, FloatArray]:
-    """A finer grid over the (m, ln B) box that holds the posterior mass."""
+    """A finer grid over the (m, ln B) box that holds the posterior mass (``w`` per cell)."""
     keep = w >= MASS_FLOOR * w.max()
-    mi = np.searchsorted(m_axis, gr.m[keep])
-    bi = np.searchsorted(b_axis, gr.b[keep] * (1 - 1e-12))
+    mi = np.searchsorted(m_axis, cell_m[keep])
+    bi = np.searchsorted(b_axis, cell_b[keep] * (1 - 1e-12))
     m_lo = m_axis[max(int(mi.min()) - 1, 0)]
     m_hi = m_axis[min(int(mi.max()) + 1, m_axis.size - 1)]
     b_lo = b_axis[max(int(bi.min()) - 1, 0)]
@@ -120,15 +124,16 @@ def refined_axes(gr: G.Grid, w: FloatArray, m_axis: FloatArray,
     return np.linspace(m_lo, m_hi, REFINE[0]), np.geomspace(b_lo, b_hi, REFINE[1])
 
 
-def jitter_cells(fine: G.Grid, fm: FloatArray, fb: FloatArray, cells: NDArray[np.intp],
-                 rng: np.random.Generator) -> tuple[FloatArray, FloatArray]:
+def jitter_cells(cell_m: FloatArray, cell_b: FloatArray, fm: FloatArray, fb: FloatArray,
+                 cells: NDArray[np.intp], rng: np.random.Generator
+                 ) -> tuple[FloatArray, FloatArray]:
     """(m, B) of the drawn cells, spread uniformly over each cell so C_mid and B intervals
     are not quantised to the grid."""
     n = cells.size
     dm = (fm[1] - fm[0]) if fm.size > 1 else 0.0
     dlb = float(np.log(fb[1] / fb[0])) if fb.size > 1 else 0.0
-    return (fine.m[cells] + dm * (rng.random(n) - 0.5),
-            fine.b[cells] * np.exp(dlb * (rng.random(n) - 0.5)))
+    return (cell_m[cells] + dm * (rng.random(n) - 0.5),
+            cell_b[cells] * np.exp(dlb * (rng.random(n) - 0.5)))
 
 
 def truncated_normal(mu: FloatArray, sd: FloatArray, lo: float, hi: float,
@@ -155,12 +160,12 @@ def sample(
     gr = coarse if coarse is not None else G.search(binned, r0, value_range, m_axis, b_axis)
     fit_r0 = r0 is None
     w, _ = _cell_weights(gr, s2, lo, hi, log_jeffreys(gr, binned, fit_r0))
-    fm, fb = refined_axes(gr, w, m_axis, b_axis)
+    fm, fb = refined_axes(gr.m, gr.b, w, m_axis, b_axis)
     fine = G.search(binned, r0, value_range, fm, fb)
     w, sd = _cell_weights(fine, s2, lo, hi, log_jeffreys(fine, binned, fit_r0))
     rng = np.random.default_rng(seed)
     cells = rng.choice(w.size, size=n, p=w)
-    m, b = jitter_cells(fine, fm, fb, cells, rng)
+    m, b = jitter_cells(fine.m, fine.b, fm, fb, cells, rng)
     mu = fine.a_u[cells]
     a = truncated_normal(mu, sd[cells], lo, hi, rng)
     if r0 is None:

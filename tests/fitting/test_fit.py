@@ -31,12 +31,25 @@ def test_recovers_table1_parameters(name: str, seed: int) -> None:
     assert abs(res.A - a) < 0.02
     lo, hi = res.ci["A"]
     assert lo <= a <= hi
-    assert res.ci["B"][0] <= b <= res.ci["B"][1]
-    assert res.ci["C_mid"][0] <= c_mid <= res.ci["C_mid"][1]
     plo, phi = res.predicted_interval
     assert plo <= truth[-1] <= phi
     assert abs(res.B - b) / b < 0.3
     assert abs(np.log(res.C_mid / c_mid)) < 0.2
+
+
+def test_intervals_cover_table1_parameters_across_seeds() -> None:
+    # A 95% interval misses one run in twenty by design, so coverage is judged over many.
+    hits = {"A": 0, "B": 0, "C_mid": 0}
+    n = 0
+    for name in ("ScaleRL", "ScaleRL-8gen", "math+code code"):
+        c_mid, b, a = ROWS[name]
+        for seed in range(8):
+            c, y, _ = table1_run(name, 64000, 100 + seed)
+            res = fit_curve(c, y, PAPER)
+            n += 1
+            for key, true in (("A", a), ("B", b), ("C_mid", c_mid)):
+                hits[key] += res.ci[key][0] <= true <= res.ci[key][1]
+    assert all(h >= 0.85 * n for h in hits.values()), (hits, n)
 
 
 def test_extrapolation_from_half_the_budget_is_honest() -> None:
