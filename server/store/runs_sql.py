@@ -247,10 +247,14 @@ class RunsMixin(SqlBase):
             return
         old, run.group_name = run.group_name, group
         s.flush()
+        # The joined group's row of the run's fit metric, unless that is still a guess (no
+        # points, no metric chosen): its first points create the right one (ingest's mark).
+        has_points = s.scalar(select(Series.id).where(Series.run_id == run.id).limit(1))
+        metrics = ([self._fit_metric_of(s, run)]
+                   if has_points is not None or explicit_fit_metric(run) else [])
         # Both groups in name order: two moves in opposite directions lock them alike.
         for name in sorted({g for g in (old, group) if g}):
-            metrics = [self._fit_metric_of(s, run)] if name == group else []
-            mark_group_dirty(s, run.project_id, name, metrics)
+            mark_group_dirty(s, run.project_id, name, metrics if name == group else [])
 
     def delete_run(self, run_id: int) -> None:
         with self.session() as s:

@@ -158,3 +158,34 @@ def test_a_group_that_stays_dirty_does_not_starve_its_seeds_fits(api) -> None:  
     assert api.get(f"/api/v1/runs/{rid}/fit").json()["n_points"] == 46
     group = api.get("/api/v1/groups/fit", params={"project": "p", "group": "g"}).json()
     assert group["members"][0]["n_points"] == 46
+
+
+def test_two_workers_fit_each_group_once(store) -> None:  # noqa: ANN001
+    """Two refitters racing on one database: every series and every group is fitted exactly
+    once (the group claim is a compare-and-set lease, like a series')."""
+    import threading
+
+    from server.ingest import PointRow
+
+    for g in range(3):
+        for k in range(2):
+            run, _ = store.get_or_create_run("p", f"g{g}-s{k}", group=f"g{g}")
+            c, y = synthetic(n=40, seed=10 * g + k)
+            store.ingest_points(run["id"], [
+                PointRow("val_pass_rate", i, float(ci), float(yi), None)
+                for i, (ci, yi) in enumerate(zip(c, y, strict=True))])
+    workers = [Refitter(store), Refitter(store)]
+    counts = [0, 0]
+
+    def work(i: int) -> None:
+        counts[i] = workers[i].run_once()
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert sum(counts) == 6 + 3
+    for g in range(3):
+        history = store.group_fit_history("p", f"g{g}", "val_pass_rate")
+        assert len(history) == 1 and history[0]["n_points"] == 80
