@@ -46,7 +46,8 @@ def shades(color: str, n: int) -> list[str]:
     still told apart on hover); the hue itself is kept for the pooled curve."""
     if n <= 0:
         return []
-    ts = np.linspace(-0.45, 0.5, n) if n > 1 else np.array([0.25])
+    # Darker to lighter than the hue; the lightest still reads as a line on white.
+    ts = np.linspace(-0.45, 0.35, n) if n > 1 else np.array([0.2])
     return [
         _mix(color, (0, 0, 0), -t) if t < 0 else _mix(color, (255, 255, 255), t)
         for t in ts.tolist()

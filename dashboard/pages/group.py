@@ -69,37 +69,29 @@ def layout(project: Any = None, group: Any = None, metric: Any = None, **_: Any)
                 dcc.Graph(id="grp-graph", config=GRAPH_CONFIG, style={"height": 500}),
                 className="card",
             ),
-            html.Div(
-                className="grid2",
-                children=[
-                    html.Div(
-                        [
-                            html.H3("Members"),
-                            table(
-                                "grp-members",
-                                MEMBER_COLUMNS,
-                                data=[],
-                                page_size=25,
-                                sort_action="native",
-                                style_data_conditional=[
-                                    {
-                                        "if": {
-                                            "column_id": "pool",
-                                            "filter_query": '{pool} = "broke" || '
-                                            '{pool} = "off the curve"',
-                                        },
-                                        "color": "#c62828",
-                                        "fontWeight": 600,
-                                    },
-                                ],
-                            ),
-                        ]
-                    ),
-                    html.Div(
-                        dcc.Graph(id="grp-history", config=GRAPH_CONFIG, style={"height": 330}),
-                        className="card",
-                    ),
+            # The members table is wide (each seed's A, its offset, why it is out): full width.
+            html.H3("Members"),
+            table(
+                "grp-members",
+                MEMBER_COLUMNS,
+                data=[],
+                page_size=25,
+                sort_action="native",
+                style_data_conditional=[
+                    {
+                        "if": {
+                            "column_id": "pool",
+                            "filter_query": '{pool} = "broke" || {pool} = "off the curve"',
+                        },
+                        "color": "#c62828",
+                        "fontWeight": 600,
+                    },
                 ],
+            ),
+            html.Div(
+                dcc.Graph(id="grp-history", config=GRAPH_CONFIG, style={"height": 320}),
+                className="card",
+                style={"marginTop": 14},
             ),
             dcc.Interval(id="grp-tick", interval=TICK_MS),
         ]
