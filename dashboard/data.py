@@ -84,7 +84,7 @@ def run_row(run: dict[str, Any], alerts: int | None) -> dict[str, Any]:
         "run": f"[{md_text(run['name'])}](/dashboard/run/{run['id']})",
         "name": run["name"],
         "status": run["status"],
-        "group": group_link(run["project"], run.get("group")),
+        "group": group_link(str(run.get("project") or ""), run.get("group")),
         "group_name": run.get("group") or "",
         "tags": ", ".join(run.get("tags") or []),
         "metric": metric,
