@@ -102,6 +102,10 @@ def test_runs_table_group_column_and_by_group_view(client: TestClient) -> None:
     assert row["pooled"] == 3 and row["A"].count("[") == 1 and row["spread"].startswith("sd ")
     assert row["predicted"].count("[") == 1
     assert out["runs-count"]["children"] == "2 groups"
+    every = dash_call(client, "runs-table", {"runs-view.value": "groups"}, deps=deps).json()
+    table = every["response"]["groups-table"]  # all projects: a project column says whose
+    assert "project" in [c["id"] for c in table["columns"]]
+    assert {(r["project"], r["name"]) for r in table["data"]} == {("p", RECIPE), ("p", "recipe-b")}
     sel = dash_call(
         client, "runs-compare-link",
         {"groups-table.selected_row_ids": [row["id"]], "runs-view.value": "groups"}, deps=deps,
