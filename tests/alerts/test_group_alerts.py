@@ -143,3 +143,11 @@ def test_group_rule_validation(api) -> None:  # noqa: ANN001
     covering = api.get("/api/v1/alert-rules", params={"run": rid}).json()["rules"]
     assert sorted((r["kind"], r["group"]) for r in covering) == [
         ("asymptote_drop", None), ("seed_off_curve", "g")]
+    # PATCH: another group is fine; a run beside the group, or no group for seed_off_curve, not.
+    rule = ok.json()["id"]
+    moved = api.patch(f"/api/v1/alert-rules/{rule}", json={"group": "other"})
+    assert moved.status_code == 200 and moved.json()["group"] == "other"
+    for body, loc in (({"run_id": rid}, "group"), ({"group": None}, "group")):
+        r = api.patch(f"/api/v1/alert-rules/{rule}", json=body)
+        assert r.status_code == 422 and r.json()["errors"][0]["loc"] == loc, r.text
+    assert api.get(f"/api/v1/alert-rules/{rule}").json()["group"] == "other"
