@@ -1,4 +1,5 @@
-"""Background refitting: turns dirty (run, metric) series into stored fits."""
+"""Background refitting: turns dirty (run, metric) series and dirty (group, metric)s into stored
+fits (`worker.py`, `groups.py`)."""
 
 from server.refit.worker import Refitter
 
