@@ -320,6 +320,16 @@ def ceiling_rows(store: Store, projects_: list[str], highlight: dict[int, str]) 
     return rows
 
 
+def _alert_subject(alert: dict[str, Any]) -> str:
+    """What an alert is about, as a table cell: its run (a seed of a group says which), or the
+    group itself for an alert on a recipe's pooled fit (which has no run)."""
+    group = alert.get("group")
+    if alert.get("run_id") is None:
+        return f"group {group_link(alert.get('project') or '', group)}" if group else ""
+    run = f"[{md_text(alert.get('run_name') or alert['run_id'])}](/dashboard/run/{alert['run_id']})"
+    return f"{run} (seed of {group_link(alert.get('project') or '', group)})" if group else run
+
+
 def alerts_table(
     store: Store, project: str | None = None, state: str | None = None
 ) -> dict[str, Any]:
@@ -327,8 +337,7 @@ def alerts_table(
     rows = [
         {
             "id": a["id"],
-            "run": f"[{md_text(a.get('run_name') or a.get('run_id'))}]"
-            f"(/dashboard/run/{a.get('run_id')})",
+            "run": _alert_subject(a),
             "project": a.get("project"),
             "kind": a.get("kind"),
             "state": a.get("state"),
