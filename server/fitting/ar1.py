@@ -71,17 +71,17 @@ class _Pair:
                 - r * np.atleast_1d(self.lag)[None, :])
 
 
-class _Grid:
+class RhoGrid:
     """Per (rho, cell) closed-form pieces; arrays shaped (rhos, cells)."""
 
     def __init__(self, x: FloatArray, y: FloatArray, r0: float | None,
-                 value_range: tuple[float, float], m_axis: FloatArray, b_axis: FloatArray):
+                 value_range: tuple[float, float], m_axis: FloatArray, b_axis: FloatArray,
+                 jeffreys: bool = True):
         lo, hi = value_range
         mg, bg = np.meshgrid(m_axis, b_axis, indexing="ij")
         self.m, self.b = mg.ravel(), bg.ravel()
         s = frac(x[None, :], self.m[:, None], self.b[:, None])  # (cells, n)
         ds = s * (1.0 - s)
-        self.n = x.size
         rho = RHO_GRID
         if r0 is not None:
             self.p = 1
@@ -116,6 +116,14 @@ class _Grid:
             self.r0_slope, self.guu = guv / guu, guu
             a_c, r_c = np.clip(self.a_u, lo, hi), np.clip(self.r0_u, lo, hi)
             cols = [s, u]
+        self.n = x.size
+        self.log_jeff = np.zeros_like(self.a_u)
+        if jeffreys:
+            self._jeffreys(x, ds, cols, a_c, r_c)
+
+    def _jeffreys(self, x: FloatArray, ds: FloatArray, cols: list[FloatArray],
+                  a_c: FloatArray, r_c: FloatArray) -> None:
+        rho = RHO_GRID
         # Jeffreys' prior over the curve given rho (whitened Fisher information), normalised
         # per rho so it shapes (m, B) without tilting rho.  The two gain-scaled columns are
         # built with unit gain: det(info) scales by gain^4.
@@ -133,14 +141,20 @@ class _Grid:
         norm = np.log(np.exp(lj - top).sum(axis=1, keepdims=True) + TINY) + top
         self.log_jeff = lj - norm
 
-    def log_weights(self, lo: float, hi: float) -> FloatArray:
-        dof = self.n - self.p
-        s2 = self.ssr_u / max(dof, 1)
-        sd = np.sqrt(s2 / self.k_a)
-        ref = self.ssr_u.min()
+    @property
+    def dof(self) -> int:
+        return max(self.n - self.p, 1)
+
+    def log_evidence(self) -> FloatArray:
+        """log p(data | rho, cell) with A (flat), R0 (flat) and sigma (1/sigma) integrated
+        out, plus the log prior of rho; up to one constant for the whole grid."""
         return (0.5 * np.log(1.0 - RHO_GRID**2)[:, None] + LOG_RHO_PRIOR[:, None]
                 - 0.5 * self.logdet
-                - 0.5 * dof * np.log(self.ssr_u / ref) + self.log_jeff
+                - 0.5 * self.dof * np.log(self.ssr_u / self.ssr_u.min()))
+
+    def log_weights(self, lo: float, hi: float) -> FloatArray:
+        sd = np.sqrt(self.ssr_u / self.dof / self.k_a)
+        return (self.log_evidence() + self.log_jeff
                 + P.log_interval_mass(self.a_u, sd, lo, hi))
 
 
@@ -159,17 +173,17 @@ def sample(
     xb, yb = blocks(x, y)
     # The first pass only finds where the mass is: every other grid line is enough.
     cm_axis, cb_axis = m_axis[::2], b_axis[::2]
-    coarse = _Grid(xb, yb, r0, value_range, cm_axis, cb_axis)
+    coarse = RhoGrid(xb, yb, r0, value_range, cm_axis, cb_axis)
     w = P.normalise(coarse.log_weights(lo, hi))
     cell_w = w.sum(axis=0)
     fm, fb = P.refined_axes(coarse.m, coarse.b, cell_w, cm_axis, cb_axis)
-    fine = _Grid(xb, yb, r0, value_range, fm, fb)
+    fine = RhoGrid(xb, yb, r0, value_range, fm, fb)
     w = P.normalise(fine.log_weights(lo, hi)).ravel()
     rng = np.random.default_rng(seed)
     pick = rng.choice(w.size, size=n, p=w)
     ri, cell = np.divmod(pick, fine.m.size)
     m, b = P.jitter_cells(fine.m, fine.b, fm, fb, cell, rng)
-    dof = max(fine.n - fine.p, 1)
+    dof = fine.dof
     s2 = fine.ssr_u[ri, cell] / rng.chisquare(dof, n)
     mu = fine.a_u[ri, cell]
     a = P.truncated_normal(mu, np.sqrt(s2 / fine.k_a[ri, cell]), lo, hi, rng)

@@ -24,7 +24,6 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from . import grid as G
 from .fit import a_lower_bound, fit_curve, prepare, withheld_because
 from .intervals import DRIFT_RATE, M_CLIP, N_STORED, band, extra_half_width, widen
 from .model import FloatArray, curves_many
@@ -154,8 +153,8 @@ def _pooled(
         f, p = fits[i], preps[i]
         x = p.x + np.log(p.c0 / c0)
         xs.append(x)
-        s2 = float(f.sigma) ** 2 * float(f.tau) * (float(f.q) / 1.96) ** 2  # type: ignore[arg-type]
-        seeds.append(Seed(G.bin_data(x, p.y), p.r0, s2))
+        s2 = float(f.sigma) ** 2  # type: ignore[arg-type]
+        seeds.append(Seed(x, p.y, p.r0, s2))
         eval_var.append(float(f.eval_sd or f.sigma) ** 2)  # type: ignore[arg-type]
     m_axis, b_axis = posterior_axes(min(float(x[0]) for x in xs))
     d = sample_pooled(seeds, (lo, hi), m_axis, b_axis)
