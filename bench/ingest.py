@@ -13,6 +13,9 @@ Every figure is measured in the same run on the same machine, and printed as a r
 - scalewatch's MLflow-compatible endpoint (`/api/2.0/mlflow`): the same real `mlflow` client
   script, unchanged, pointed at a scalewatch server with the same database kind instead -- what
   a trainer logging to MLflow gets by changing only MLFLOW_TRACKING_URI.
+- the mlflow client's own ceiling: the same script against a null tracking server (answers
+  every call at once, stdlib, no storage): no server can make the real client log faster, so
+  ceiling / `mlflow server` is the largest ratio any MLflow-compatible endpoint can show here.
 Targets: >= 20x MLflow, >= 0.5x raw COPY; the MLflow-compatible endpoint >= 10x `mlflow server`.
 """
 
@@ -148,6 +151,54 @@ print(sum(done) / (time.perf_counter() - t0))
 """
 
 
+NULL_TRACKING_SERVER = r"""
+import json, sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+RUN = {"run": {"info": {"run_id": "r1", "run_uuid": "r1", "experiment_id": "1",
+                        "status": "RUNNING", "start_time": 1, "lifecycle_stage": "active"},
+               "data": {}}}
+class Null(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a): pass
+    def _send(self, obj):
+        body = json.dumps(obj).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self.path.endswith("experiments/create"):
+            return self._send({"experiment_id": "1"})
+        return self._send(RUN if self.path.endswith("runs/create") else {})
+    def do_GET(self):
+        self._send({})
+ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Null).serve_forever()
+"""
+
+
+def bench_client_ceiling(n_values: int, batch: int, clients: int = 1) -> float | None:
+    """Values/s of the same mlflow client script against a server that does nothing."""
+    py = ensure_mlflow()
+    if py is None:
+        return None
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-c", NULL_TRACKING_SERVER, str(port)])
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/", timeout=1)
+                break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        return run_mlflow_client(py, f"http://127.0.0.1:{port}", n_values, batch, clients)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
 def ensure_mlflow() -> Path | None:
     py = MLFLOW_VENV / "bin" / "python"
     if not py.exists():
@@ -273,6 +324,8 @@ def main() -> None:
             )
             rows.append((kind, clients, sw, ml, compat))
     copy = bench_copy(args.values, args.batch) if "postgresql" in kinds else None
+    ceilings = {} if args.skip_mlflow else {
+        c: bench_client_ceiling(args.compat_values // 4, args.batch, c) for c in args.clients}
 
     print(
         f"\ningest, {args.batch} values a request, {args.values} values "
@@ -281,6 +334,7 @@ def main() -> None:
     print(
         f"{'database':<12}{'clients':>8}{'scalewatch/s':>14}{'MLflow/s':>12}{'x MLflow':>10}"
         f"{'raw COPY/s':>13}{'x COPY':>9}{'MLflow API/s':>14}{'x MLflow':>10}"
+        f"{'ceiling x':>11}"
     )
     for kind, clients, sw, ml, compat in rows:
         ratio_ml = f"{sw / ml:>10.1f}" if ml else f"{'n/a':>10}"
@@ -290,10 +344,16 @@ def main() -> None:
         ratio_cp = f"{sw / cp:>9.2f}" if cp else f"{'-':>9}"
         compat_s = f"{compat:>14,.0f}" if compat else f"{'n/a':>14}"
         ratio_compat = f"{compat / ml:>10.1f}" if compat and ml else f"{'n/a':>10}"
+        ceil = ceilings.get(clients)
+        ceil_s = f"{ceil / ml:>11.1f}" if ceil and ml else f"{'n/a':>11}"
         print(f"{kind:<12}{clients:>8}{sw:>14,.0f}{ml_s}{ratio_ml}{cp_s}{ratio_cp}"
-              f"{compat_s}{ratio_compat}")
+              f"{compat_s}{ratio_compat}{ceil_s}")
     print("MLflow API/s: the same mlflow client log_batch script against scalewatch's "
-          "/api/2.0/mlflow (x MLflow: vs `mlflow server`)")
+          "/api/2.0/mlflow (x MLflow: vs `mlflow server`); ceiling x: that script against a "
+          "null server (no storage) vs `mlflow server`, the most any endpoint can show")
+    for c, ceil in ceilings.items():
+        if ceil:
+            print(f"  mlflow client ceiling, {c} client(s): {ceil:,.0f} values/s")
     print("targets: >= 20x MLflow, >= 0.5x raw COPY (PostgreSQL), MLflow API >= 10x MLflow")
 
 
