@@ -7,8 +7,9 @@ Formats (one record per line, JSON):
 * ``prime-rl`` -- prime-rl's ``metrics.jsonl``: ``{"step": N, name: value, ...}``;
 * ``jsonl`` -- any JSON lines with a step key (``--step-key``, default ``step``); nested
   objects are flattened with ``/``;
-* ``tensorboard`` -- event files, read with TensorBoard's ``EventAccumulator`` (the
-  ``tensorboard`` extra: ``pip install 'scalewatch[tensorboard]'``), nothing sampled away;
+* ``tensorboard`` -- event files, read with TensorBoard's own reader (the ``tensorboard``
+  extra: ``pip install 'scalewatch[tensorboard]'``), nothing sampled away; followed
+  incrementally (:mod:`trainer_client.tensorboard`);
 * ``pipelinerl`` (follow) -- the PipelineRL sidecar, under this name too.
 
 Everything is sent through :mod:`trainer_client` (write-ahead journal, spool, retries), so a
@@ -38,28 +39,27 @@ import os
 import signal
 import sys
 import threading
-import time
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from trainer_client.limits import MAX_METRICS_PER_POINT, MAX_NAME_LENGTH, MAX_STEP
+from trainer_client.limits import MAX_NAME_LENGTH, MAX_STEP
 from trainer_client.pipelinerl import _Tail
+from trainer_client.records import STATE_FILE, TIME_KEYS, Compute, log_record
 from trainer_client.run import Run, init
 from trainer_client.spool import _atomic_write
+from trainer_client.tensorboard import TensorBoardFollower, tensorboard_records
 
 logger = logging.getLogger("scalewatch.follow")
 
 LINE_FORMATS = ("verl", "prime-rl", "jsonl")
 FOLLOW_FORMATS = (*LINE_FORMATS, "tensorboard", "pipelinerl")
 IMPORT_FORMATS = (*LINE_FORMATS, "tensorboard", "mlflow", "wandb")
-STATE_FILE = "follow_state.json"
 # Where each format's trainer keeps its step (prime-rl: "step"; verl: "step" around "data").
 DEFAULT_STEP_KEY = {"verl": "step", "prime-rl": "step", "jsonl": "step"}
 
 Record = tuple[int, dict[str, float]]
 # Keys a JSON line may carry its wall-clock time in (seconds since the epoch).
-TIME_KEYS = ("_timestamp", "timestamp", "time")
 
 
 def _flatten(obj: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, float]]:
@@ -95,68 +95,6 @@ def parse_line(line: str, fmt: str, step_key: str = "step") -> Record | None:
         return None
     metrics = {k: v for k, v in _flatten(body) if k != step_key}
     return (step, metrics) if metrics else None
-
-
-class Compute:
-    """Compute of each record: its step, a cumulative metric, a running sum of one, or
-    GPU-hours from wall-clock time x a GPU count."""
-
-    def __init__(self, spec: str = "step", total: float = 0.0, last: float = 0.0,
-                 t0: float | None = None) -> None:
-        kind, _, name = spec.partition(":")
-        if kind not in ("step", "metric", "sum", "gpu-hours") or (kind != "step" and not name):
-            raise ValueError("--compute must be step, metric:NAME, sum:NAME or gpu-hours:N, "
-                             f"not {spec!r}")
-        self.gpus = 0.0
-        if kind == "gpu-hours":
-            try:
-                self.gpus = float(name)
-            except ValueError:
-                self.gpus = -1.0
-            if not (math.isfinite(self.gpus) and self.gpus > 0):
-                raise ValueError(f"--compute gpu-hours:N needs a GPU count > 0, not {name!r}")
-        self.kind, self.name = kind, name
-        self.total = total  # running sum (sum:NAME)
-        self.last = last  # last compute (metric:NAME: rows without the metric keep it)
-        self.t0 = t0  # gpu-hours: the first step's wall-clock time
-
-    @property
-    def unit(self) -> str:
-        if self.kind == "gpu-hours":
-            return "gpu_hours"
-        return "steps" if self.kind == "step" else self.name
-
-    def state(self) -> dict[str, float | None]:
-        return {"total": self.total, "last": self.last, "t0": self.t0}
-
-    def of(self, step: int, metrics: Mapping[str, float], t: float | None = None) -> float:
-        """`t`: the step's wall-clock time (gpu-hours); None = its own field, else now."""
-        if self.kind == "step":
-            return float(step)
-        if self.kind == "gpu-hours":
-            if t is None:
-                t = next((metrics[k] for k in TIME_KEYS if k in metrics), None)
-            if t is None:
-                t = time.time()
-            if self.t0 is None:
-                self.t0 = t
-            self.last = max(self.last, (t - self.t0) / 3600.0 * self.gpus)
-            return self.last
-        value = metrics.get(self.name)
-        if value is not None and value >= 0:
-            if self.kind == "sum":
-                self.total += value
-                self.last = self.total
-            else:
-                self.last = value
-        return self.last
-
-
-def _log(run: Run, step: int, metrics: dict[str, float], compute: float) -> int:
-    items = list(metrics.items())
-    for i in range(0, len(items), MAX_METRICS_PER_POINT):  # the per-point cap of log()
-        run.log(dict(items[i : i + MAX_METRICS_PER_POINT]), step=step, compute=compute)
-    return len(items)
 
 
 def _line_file(fmt: str, path: Path) -> Path:
@@ -204,43 +142,11 @@ class LineFollower:
             rec = parse_line(line, self.fmt, self.step_key)
             if rec is not None:
                 step, metrics = rec
-                n += _log(self.run, step, metrics, self.compute.of(step, metrics))
+                n += log_record(self.run, step, metrics, self.compute.of(step, metrics))
         if self.run.flush(timeout=30):  # offsets are saved only once the points are spooled
             self._save_state()
         self.posted += n
         return n
-
-
-def tensorboard_records(path: str | os.PathLike, with_time: bool = False) -> Iterator[Any]:
-    """Every scalar of a TensorBoard log directory (or event file), step by step: (step,
-    metrics), or (step, metrics, wall time) with `with_time`."""
-    try:
-        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-    except ImportError as exc:
-        raise SystemExit(
-            "scalewatch: reading TensorBoard files needs the tensorboard extra:\n"
-            "    pip install 'scalewatch[tensorboard]'"
-        ) from exc
-    by_step: dict[int, dict[str, float]] = {}
-    times: dict[int, float] = {}
-    root = Path(path)
-    dirs = sorted({p.parent for p in root.rglob("events.out.tfevents.*")}) if root.is_dir() else [
-        root]
-    for d in dirs:
-        # size_guidance 0 = keep every scalar (the default samples down to 10,000 per tag).
-        acc = EventAccumulator(str(d), size_guidance={"scalars": 0})
-        acc.Reload()
-        prefix = "" if d == root or not root.is_dir() else f"{d.relative_to(root).as_posix()}/"
-        for tag in acc.Tags().get("scalars", []):
-            name = prefix + tag
-            if len(name) > MAX_NAME_LENGTH:
-                continue
-            for ev in acc.Scalars(tag):
-                if math.isfinite(ev.value) and 0 <= ev.step <= MAX_STEP:
-                    by_step.setdefault(int(ev.step), {})[name] = float(ev.value)
-                    times[int(ev.step)] = max(ev.wall_time, times.get(int(ev.step), 0.0))
-    for step in sorted(by_step):
-        yield (step, by_step[step], times[step]) if with_time else (step, by_step[step])
 
 
 def file_records(fmt: str, path: Path, step_key: str) -> Iterator[Record]:
@@ -263,7 +169,7 @@ def import_records(run: Run, records: Iterable[Record | tuple[int, dict[str, flo
     for i, rec in enumerate(records, 1):
         step, metrics = rec[0], rec[1]
         t = rec[2] if len(rec) > 2 else None
-        n += _log(run, step, metrics, compute.of(step, metrics, t))
+        n += log_record(run, step, metrics, compute.of(step, metrics, t))
         if progress and (i % 1000 == 0 or i == total):
             done = f"{i}/{total}" if total else str(i)
             print(f"\rscalewatch import: {done} steps, {n} values", end="", file=sys.stderr)
@@ -338,12 +244,16 @@ def follow_main(args: argparse.Namespace) -> int:
         return sidecar_main(args)
     stop = _stop_event()
     compute = Compute(args.compute)  # validated before anything starts
+    follower: LineFollower | TensorBoardFollower
     if args.format == "tensorboard":
-        return _follow_tensorboard(args, compute, stop)
-    path = _line_file(args.format, Path(args.path)) if Path(args.path).exists() else Path(
-        args.path)
-    run = _init(args, str(path), compute)
-    follower = LineFollower(args.format, path, run, args.step_key, args.compute)
+        path = Path(args.path)
+        run = _init(args, str(path), compute)
+        follower = TensorBoardFollower(path, run, args.compute)
+    else:
+        path = _line_file(args.format, Path(args.path)) if Path(args.path).exists() else Path(
+            args.path)
+        run = _init(args, str(path), compute)
+        follower = LineFollower(args.format, path, run, args.step_key, args.compute)
     logger.info("scalewatch follow: %s as %s/%s", path, args.project, args.name)
     while not stop.is_set():
         try:
@@ -354,26 +264,6 @@ def follow_main(args: argparse.Namespace) -> int:
     with contextlib.suppress(Exception):
         follower.poll_once()
     # A follower stopping is not the run ending: leave the run's status to the trainer.
-    return 0 if run.finish(status="") == 0 else 1
-
-
-def _follow_tensorboard(args: argparse.Namespace, compute: Compute,
-                        stop: threading.Event) -> int:
-    # Event files are re-read whole on each pass (EventAccumulator has no resumable offset);
-    # only steps beyond the last one sent are logged, and the server upserts the rest.
-    run = _init(args, args.path, compute)
-    last = -1
-    while not stop.is_set():
-        try:
-            for step, metrics in tensorboard_records(args.path):
-                if step > last:
-                    _log(run, step, metrics, compute.of(step, metrics))
-                    last = step
-        except SystemExit:
-            raise
-        except Exception:  # noqa: BLE001 - a half-written event file: next pass
-            logger.exception("scalewatch follow: poll failed")
-        stop.wait(args.poll_interval)
     return 0 if run.finish(status="") == 0 else 1
 
 

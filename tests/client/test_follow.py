@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.live_server import LiveServer
+from tests.support.polling import wait_for
 from trainer_client import init
 from trainer_client.cli import main as cli_main
 from trainer_client.follow import LineFollower, parse_line
@@ -130,3 +131,67 @@ def test_import_tensorboard_event_files(live_server: LiveServer, tmp_path: Path)
     assert [p["step"] for p in pts] == list(range(steps))
     evals = _points(live_server, "tb", "t1", "eval/math/avg_score")
     assert [p["step"] for p in evals] == list(range(0, steps, 1000))
+
+
+def test_tensorboard_follow_reads_only_what_is_new_and_survives_a_restart(
+    live_server: LiveServer, tmp_path: Path
+) -> None:
+    """The tail keeps each event file's offset: a pass sends only what was written since the
+    last one, a run directory that appears later is picked up, and a restarted follower sends
+    nothing twice. Compute in GPU-hours comes from the events' own wall times."""
+    tbx = pytest.importorskip("tensorboardX")
+    pytest.importorskip("tensorboard")
+    from trainer_client.tensorboard import (
+        TensorBoardFollower,
+        TensorBoardTail,
+        tensorboard_records,
+    )
+
+    logdir = tmp_path / "tb"
+    writer = tbx.SummaryWriter(str(logdir / "actor"))
+    t0 = 1.7e9
+
+    def on_disk(d: Path, last_step: int) -> bool:
+        writer.flush()  # tensorboardX writes from a thread: flush until the events are there
+        return any(r[0] == last_step for r in tensorboard_records(d))
+
+    def write(steps: range) -> None:
+        for s in steps:  # one step every 36 s of wall time: 0.01 h, x 8 GPUs = 0.08 GPU-h
+            writer.add_scalar("eval/avg_score", s / 100, s, walltime=t0 + 36.0 * s)
+        wait_for(lambda: on_disk(logdir / "actor", steps[-1]))
+
+    write(range(0, 20))
+    tail = TensorBoardTail(logdir)
+    assert [r[0] for r in tail.poll()] == list(range(20))
+    assert tail.poll() == []  # nothing new: nothing read again
+    write(range(20, 30))
+    got = tail.poll()
+    assert [r[0] for r in got] == list(range(20, 30))
+    assert set(got[0][1]) == {"actor/eval/avg_score"}
+
+    home = tmp_path / "spool"
+
+    def follower() -> TensorBoardFollower:
+        run = init("tb-follow", "grpo", url=live_server.url, home=home, compute_unit="gpu_hours")
+        return TensorBoardFollower(logdir, run, "gpu-hours:8")
+
+    f = follower()
+    assert f.poll_once() == 30
+    write(range(30, 40))
+    critic = tbx.SummaryWriter(str(logdir / "critic"))  # a second run directory appears
+    critic.add_scalar("loss", 0.5, 3, walltime=t0 + 108.0)
+    critic.close()
+    assert f.poll_once() == 11
+    assert f.run.finish(status="") == 0  # the follower stops...
+    f = follower()  # ... and restarts from its saved state: nothing is sent twice
+    assert f.poll_once() == 0
+    write(range(40, 45))
+    assert f.poll_once() == 5
+    assert f.run.finish() == 0
+    writer.close()
+    critic.close()
+
+    pts = _points(live_server, "tb-follow", "grpo", "actor/eval/avg_score")
+    assert [p["step"] for p in pts] == list(range(45))
+    assert [round(p["compute"], 6) for p in pts] == [round(0.08 * s, 6) for s in range(45)]
+    assert [p["step"] for p in _points(live_server, "tb-follow", "grpo", "critic/loss")] == [3]

@@ -1,0 +1,173 @@
+"""TensorBoard event files: a whole log directory at once (``import``) and a tail (``follow``).
+
+Both need TensorBoard's own reader, the ``tensorboard`` extra (``pip install
+'scalewatch[tensorboard]'``; no TensorFlow).  ``import`` uses ``EventAccumulator`` with nothing
+sampled away.  ``follow`` must not re-read a growing event file on every pass (a long run's
+files reach hundreds of MB), so it keeps one ``DirectoryWatcher`` per run directory: it holds
+each event file's read offset, resumes a half-written record on the next pass and moves on to
+a newer file when the trainer restarts.  Across the follower's own restarts the last step sent
+per tag is saved with the spool, so nothing is sent twice.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from trainer_client.limits import MAX_NAME_LENGTH, MAX_STEP
+from trainer_client.records import STATE_FILE, Compute, log_record
+from trainer_client.run import Run
+from trainer_client.spool import _atomic_write
+
+logger = logging.getLogger("scalewatch.follow")
+EVENT_GLOB = "events.out.tfevents.*"
+
+
+def _require() -> Any:
+    try:
+        from tensorboard.backend.event_processing import event_accumulator
+    except ImportError as exc:
+        raise SystemExit(
+            "scalewatch: reading TensorBoard files needs the tensorboard extra:\n"
+            "    pip install 'scalewatch[tensorboard]'"
+        ) from exc
+    return event_accumulator
+
+
+def _run_dirs(root: Path) -> list[Path]:
+    if not root.is_dir():
+        return [root]
+    return sorted({p.parent for p in root.rglob(EVENT_GLOB)})
+
+
+def _prefix(root: Path, d: Path) -> str:
+    """Tags of a run directory below the root are named after it (``<subdir>/<tag>``)."""
+    return "" if d == root or not root.is_dir() else f"{d.relative_to(root).as_posix()}/"
+
+
+def tensorboard_records(path: str | os.PathLike, with_time: bool = False) -> Iterator[Any]:
+    """Every scalar of a TensorBoard log directory (or event file), step by step: (step,
+    metrics), or (step, metrics, wall time) with `with_time`."""
+    ea = _require()
+    by_step: dict[int, dict[str, float]] = {}
+    times: dict[int, float] = {}
+    root = Path(path)
+    for d in _run_dirs(root):
+        # size_guidance 0 = keep every scalar (the default samples down to 10,000 per tag).
+        acc = ea.EventAccumulator(str(d), size_guidance={"scalars": 0})
+        acc.Reload()
+        prefix = _prefix(root, d)
+        for tag in acc.Tags().get("scalars", []):
+            name = prefix + tag
+            if len(name) > MAX_NAME_LENGTH:
+                continue
+            for ev in acc.Scalars(tag):
+                if math.isfinite(ev.value) and 0 <= ev.step <= MAX_STEP:
+                    by_step.setdefault(int(ev.step), {})[name] = float(ev.value)
+                    times[int(ev.step)] = max(ev.wall_time, times.get(int(ev.step), 0.0))
+    for step in sorted(by_step):
+        yield (step, by_step[step], times[step]) if with_time else (step, by_step[step])
+
+
+def _scalar(value: Any) -> float | None:
+    """A summary value's scalar: tensorboardX / PyTorch write ``simple_value``, TF2's
+    ``tf.summary.scalar`` a one-element tensor under the scalars plugin."""
+    if value.HasField("simple_value"):
+        return float(value.simple_value)
+    if value.HasField("tensor") and value.metadata.plugin_data.plugin_name == "scalars":
+        from tensorboard.util import tensor_util
+
+        arr = tensor_util.make_ndarray(value.tensor)
+        return float(arr.reshape(-1)[0]) if arr.size == 1 else None
+    return None
+
+
+class TensorBoardTail:
+    """The scalars written to a log directory since the last :meth:`poll`."""
+
+    def __init__(self, path: str | os.PathLike, last: dict[str, int] | None = None) -> None:
+        _require()
+        self.root = Path(path)
+        self.last: dict[str, int] = dict(last or {})  # tag -> last step sent
+        self._watchers: dict[Path, Any] = {}
+
+    def _watcher(self, d: Path) -> Any:
+        from tensorboard.backend.event_processing import (
+            directory_watcher,
+            event_file_loader,
+            io_wrapper,
+        )
+
+        if d not in self._watchers:
+            if d.is_dir():
+                self._watchers[d] = directory_watcher.DirectoryWatcher(
+                    str(d), event_file_loader.EventFileLoader, io_wrapper.IsSummaryEventsFile)
+            else:  # a single event file
+                self._watchers[d] = event_file_loader.EventFileLoader(str(d))
+        return self._watchers[d]
+
+    def poll(self) -> list[tuple[int, dict[str, float], float]]:
+        """New (step, metrics, wall time) rows, by step; a run directory that appeared since
+        the last pass is read from its start."""
+        by_step: dict[int, dict[str, float]] = {}
+        times: dict[int, float] = {}
+        for d in _run_dirs(self.root):
+            prefix = _prefix(self.root, d)
+            for event in self._watcher(d).Load():
+                if not event.HasField("summary"):
+                    continue
+                step = int(event.step)
+                if not 0 <= step <= MAX_STEP:
+                    continue
+                for value in event.summary.value:
+                    name = prefix + value.tag
+                    v = _scalar(value)
+                    if (v is None or not math.isfinite(v) or len(name) > MAX_NAME_LENGTH
+                            or step <= self.last.get(name, -1)):
+                        continue
+                    by_step.setdefault(step, {})[name] = v
+                    times[step] = max(float(event.wall_time), times.get(step, 0.0))
+                    self.last[name] = step
+        return [(s, by_step[s], times[s]) for s in sorted(by_step)]
+
+
+class TensorBoardFollower:
+    """Tails a TensorBoard log directory into a run; :meth:`poll_once` is one pass (the same
+    shape as ``LineFollower``)."""
+
+    def __init__(self, path: str | os.PathLike, run: Run, compute: str = "step") -> None:
+        self.run = run
+        self.path = Path(path).resolve()
+        self.state_path = run.spool.dir / STATE_FILE
+        st = self._load_state()
+        self.tail = TensorBoardTail(self.path, st.get("last"))
+        self.compute = Compute(compute, **st.get("compute", {}))
+        self.posted = 0
+
+    def _load_state(self) -> dict[str, Any]:
+        try:
+            st = json.loads(self.state_path.read_text("utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return st if st.get("path") == str(self.path) and "last" in st else {}
+
+    def _save_state(self) -> None:
+        st = {"path": str(self.path), "last": self.tail.last, "compute": self.compute.state()}
+        try:
+            _atomic_write(self.state_path, json.dumps(st).encode("utf-8"), fsync=False)
+        except OSError as exc:
+            logger.warning("scalewatch follow: cannot save %s: %s", self.state_path, exc)
+
+    def poll_once(self) -> int:
+        n = 0
+        for step, metrics, wall_time in self.tail.poll():
+            n += log_record(self.run, step, metrics, self.compute.of(step, metrics, wall_time))
+        if self.run.flush(timeout=30):  # the state is saved only once the points are spooled
+            self._save_state()
+        self.posted += n
+        return n
