@@ -3,7 +3,7 @@
     .venv/bin/python bench/alerts.py [--stable 50] [--broken 10] [--evals 100]
 
 The engine and the rule exactly as the server runs them (``fit_curve`` with the previous fit
-as warm start, then ``server.alerts.evaluate.asymptote_drop`` against the best ``ok`` fit so
+as warm start, then ``scalewatch.server.alerts.evaluate.asymptote_drop`` against the best ``ok`` fit so
 far, with the open/closed state carried between refits), without the HTTP and database
 round trips, so hundreds of runs stay affordable.  Runs are shaped by the paper's Table 1
 fits and last 8 x C_mid:
@@ -29,9 +29,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from server.alerts import evaluate as ev  # noqa: E402
-from server.fitting import FitOptions, FitResult, fit_curve  # noqa: E402
-from server.fitting.synth import TABLE1, make_prompt_run, make_run  # noqa: E402
+from scalewatch.server.alerts import evaluate as ev  # noqa: E402
+from scalewatch.server.fitting import FitOptions, FitResult, fit_curve  # noqa: E402
+from scalewatch.server.fitting.synth import TABLE1, make_prompt_run, make_run  # noqa: E402
 
 PARAMS = {"delta": 0.02}
 NOISE = (("ar1 rho=0", 0.0, None), ("ar1 rho=0.5", 0.5, None), ("ar1 rho=0.8", 0.8, None),

@@ -38,10 +38,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from server.fitting import FitOptions, fit_curve, predict_interval  # noqa: E402
-from server.fitting.fit import ID_MAX_WIDTH, prepare  # noqa: E402
-from server.fitting.paper import fit_baseline  # noqa: E402
-from server.fitting.synth import TABLE1, make_prompt_run, make_run  # noqa: E402
+from scalewatch.server.fitting import FitOptions, fit_curve, predict_interval  # noqa: E402
+from scalewatch.server.fitting.fit import ID_MAX_WIDTH, prepare  # noqa: E402
+from scalewatch.server.fitting.paper import fit_baseline  # noqa: E402
+from scalewatch.server.fitting.synth import TABLE1, make_prompt_run, make_run  # noqa: E402
 
 WINDOWS = (1.0, 1.5, 2.0, 3.0, 5.0)
 END = 8.0  # runs last 8 x C_mid
@@ -212,7 +212,7 @@ def real(args: argparse.Namespace) -> None:
                 errs.append(abs(res.predicted_at_target - run["truth"]))
             truth, k, at = run["checks"]["main"][:3]
             if res.predicted_interval is not None:
-                from server.fitting import predict_interval  # noqa: PLC0415
+                from scalewatch.server.fitting import predict_interval  # noqa: PLC0415
 
                 lo, hi = (float(v[0]) for v in predict_interval(res, [at], n_evals=k))
                 hit = lo <= truth <= hi
@@ -229,7 +229,7 @@ def learn_drift() -> None:
     leave-one-out (each run judged with the rate learned on the others)."""
     from fit_accuracy import real_runs  # noqa: PLC0415
 
-    from server.fitting import predict  # noqa: PLC0415
+    from scalewatch.server.fitting import predict  # noqa: PLC0415
 
     need = []
     for run in real_runs():

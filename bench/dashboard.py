@@ -27,15 +27,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench._common import TempDatabase, pg_available  # noqa: E402
-from dashboard.callback_client import dash_call  # noqa: E402
+from scalewatch.dashboard.callback_client import dash_call  # noqa: E402
 
 TARGET_MS = 300.0
 TARGET_BYTES = 1_000_000
 
 
 def _fit_dict(c: np.ndarray, y: np.ndarray) -> dict:
-    from server.fitting import FitOptions, fit_curve
-    from server.services.fits import fit_record
+    from scalewatch.server.fitting import FitOptions, fit_curve
+    from scalewatch.server.services.fits import fit_record
 
     res = fit_curve(c, y, FitOptions(target_compute=float(c[-1]) * 4))
     return dict(fit_record(res, metric="val_pass_rate"))
@@ -60,7 +60,7 @@ def _store_fits(store, fits: dict[int, dict]) -> None:  # noqa: ANN001
 
 
 def seed(store, n_runs: int, n_points: int) -> list[int]:  # noqa: ANN001
-    from server.ingest import PointRow
+    from scalewatch.server.ingest import PointRow
 
     t0 = time.perf_counter()
     c, y = _curve(40, 8000.0, 0.6, 1.9, 2500.0, 0)
@@ -114,7 +114,7 @@ def measure(fn, repeat: int) -> tuple[float, int, float]:  # noqa: ANN001
 def cold_downsampling(fn) -> tuple[float, float]:  # noqa: ANN001
     """ms of a call with the downsampled-page cache emptied: (from point_chunks, scanning the
     raw points as before point_chunks), in the same conditions: the first load's baseline."""
-    from server.store import points_sql
+    from scalewatch.server.store import points_sql
 
     def cold() -> float:
         points_sql._DOWNSAMPLED._items.clear()
@@ -135,11 +135,11 @@ def bench_backend(kind: str, n_runs: int, n_points: int, repeat: int) -> list[tu
     from fastapi.testclient import TestClient
     from sqlalchemy import create_engine
 
-    from server.api.app import create_app
-    from server.config import load_settings
-    from server.db.engine import make_engine
-    from server.db.migrate import upgrade
-    from server.store import SqlStore
+    from scalewatch.server.api.app import create_app
+    from scalewatch.server.config import load_settings
+    from scalewatch.server.db.engine import make_engine
+    from scalewatch.server.db.migrate import upgrade
+    from scalewatch.server.store import SqlStore
 
     db = TempDatabase(kind)
     rows = []

@@ -4,7 +4,7 @@
 
 Two sets:
 
-* **synthetic**: runs generated from the paper's Table 1 fits (``server.fitting.synth``):
+* **synthetic**: runs generated from the paper's Table 1 fits (``scalewatch.server.fitting.synth``):
   an evaluation every budget/n_evals GPU-h (n_evals 60-160, i.e. every ~100 steps), AR(1)
   evaluation noise (sigma 0.007-0.013, rho 0.3-0.8), an early linear regime up to 1.5k GPU-h,
   budgets 4k-64k GPU-h (the 4k/8k ones are often cut before their knee).  Protocol:
@@ -54,10 +54,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from server.fitting import FitOptions, fit_curve, predict_band, predict_interval  # noqa: E402
-from server.fitting.fit import prepare  # noqa: E402
-from server.fitting.paper import CMID_GRID, fit_baseline  # noqa: E402
-from server.fitting.synth import TABLE1, make_run  # noqa: E402
+from scalewatch.server.fitting import FitOptions, fit_curve, predict_band, predict_interval  # noqa: E402
+from scalewatch.server.fitting.fit import prepare  # noqa: E402
+from scalewatch.server.fitting.paper import CMID_GRID, fit_baseline  # noqa: E402
+from scalewatch.server.fitting.synth import TABLE1, make_run  # noqa: E402
 
 REAL = Path("/work/shared/data/real_curves")
 BUDGETS = (4000.0, 8000.0, 16000.0, 32000.0, 64000.0)

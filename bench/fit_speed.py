@@ -19,8 +19,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from server.fitting import FitOptions, fit_curve  # noqa: E402
-from server.fitting.synth import make_run  # noqa: E402
+from scalewatch.server.fitting import FitOptions, fit_curve  # noqa: E402
+from scalewatch.server.fitting.synth import make_run  # noqa: E402
 
 
 def timeit(fn: Callable[[], object], reps: int) -> float:

@@ -29,9 +29,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from server.fitting import FitOptions, fit_curve  # noqa: E402
-from server.fitting.group import GroupMember, fit_group  # noqa: E402
-from server.fitting.synth import TABLE1, make_prompt_run, make_run  # noqa: E402
+from scalewatch.server.fitting import FitOptions, fit_curve  # noqa: E402
+from scalewatch.server.fitting.group import GroupMember, fit_group  # noqa: E402
+from scalewatch.server.fitting.synth import TABLE1, make_prompt_run, make_run  # noqa: E402
 
 WINDOWS = (1.5, 2.0, 3.0, 5.0)
 SIZES = (2, 3, 5)

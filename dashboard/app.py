@@ -16,9 +16,9 @@ from fastapi import FastAPI
 from fastapi.responses import RedirectResponse
 from starlette.types import ASGIApp
 
-from dashboard.auth import DashboardGate, add_login_routes
-from dashboard.components import DashContext
-from dashboard.pages import alerts, compare, group, run, runs
+from scalewatch.dashboard.auth import DashboardGate, add_login_routes
+from scalewatch.dashboard.components import DashContext
+from scalewatch.dashboard.pages import alerts, compare, group, run, runs
 
 PREFIX = "/dashboard/"
 

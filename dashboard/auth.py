@@ -20,7 +20,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from server.scopes import AUTH_COOKIE, SCOPE_RANK
+from scalewatch.server.scopes import AUTH_COOKIE, SCOPE_RANK
 
 SESSION_SECONDS = 7 * 24 * 3600  # a sign-in lasts a week (the cookie and the session row)
 

@@ -1,5 +1,5 @@
 """What every page shares: the callback context, graph config, tables, CSV export, empty
-states. Pages import this module, never `dashboard.app` (which imports the pages)."""
+states. Pages import this module, never `scalewatch.dashboard.app` (which imports the pages)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from typing import Any
 import flask
 from dash import dash_table, html
 
-from dashboard.auth import has_scope, request_info
-from server.store.base import Store
+from scalewatch.dashboard.auth import has_scope, request_info
+from scalewatch.server.store.base import Store
 
 GRAPH_CONFIG: dict[str, Any] = {
     "displaylogo": False,
@@ -26,7 +26,7 @@ GRAPH_CONFIG: dict[str, Any] = {
 class DashContext:
     """What callbacks need: the FastAPI app state (store, settings, token cache)."""
 
-    state: Any  # starlette's State: attributes set by server.api.app.create_app
+    state: Any  # starlette's State: attributes set by scalewatch.server.api.app.create_app
 
     @property
     def store(self) -> Store:

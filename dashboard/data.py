@@ -9,12 +9,12 @@ import re
 from typing import Any
 from urllib.parse import urlencode
 
-from dashboard.figures import a_text, fmt, forecast_text, run_color, unit_label
-from server import limits
-from server.scopes import redact_delivery
-from server.services.compare import MixedMetrics, compare_inputs, load_compare_inputs
-from server.services.fits import latest_or_pending
-from server.store.base import NotFound, PointsPage, RunQuery, Store
+from scalewatch.dashboard.figures import a_text, fmt, forecast_text, run_color, unit_label
+from scalewatch.server import limits
+from scalewatch.server.scopes import redact_delivery
+from scalewatch.server.services.compare import MixedMetrics, compare_inputs, load_compare_inputs
+from scalewatch.server.services.fits import latest_or_pending
+from scalewatch.server.store.base import NotFound, PointsPage, RunQuery, Store
 
 MAX_SCREEN_POINTS = 2000  # per series on screen; longer series are downsampled in the database
 MAX_TABLE_RUNS = 5000

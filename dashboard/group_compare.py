@@ -8,15 +8,15 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from dashboard import data
-from dashboard.data import MAX_SCREEN_POINTS, MAX_TABLE_RUNS, group_href, md_text
-from dashboard.figures import group_color, run_color, unit_label
-from dashboard.group_data import MIN_SEED_POINTS, detail_token
-from server import limits
-from server.services.compare import MixedMetrics, compare_inputs
-from server.services.compare_groups import load_inputs
-from server.services.groups import group_metric
-from server.store.base import NotFound, RunQuery, Store
+from scalewatch.dashboard import data
+from scalewatch.dashboard.data import MAX_SCREEN_POINTS, MAX_TABLE_RUNS, group_href, md_text
+from scalewatch.dashboard.figures import group_color, run_color, unit_label
+from scalewatch.dashboard.group_data import MIN_SEED_POINTS, detail_token
+from scalewatch.server import limits
+from scalewatch.server.services.compare import MixedMetrics, compare_inputs
+from scalewatch.server.services.compare_groups import load_inputs
+from scalewatch.server.services.groups import group_metric
+from scalewatch.server.store.base import NotFound, RunQuery, Store
 
 
 def parse_groups(raw: Any) -> list[str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from dashboard.data import (
+from scalewatch.dashboard.data import (
     MAX_SCREEN_POINTS,
     MAX_TABLE_RUNS,
     change_token,
@@ -14,7 +14,7 @@ from dashboard.data import (
     md_text,
     points_dict,
 )
-from dashboard.figures import (
+from scalewatch.dashboard.figures import (
     a_text,
     fmt,
     forecast_text,
@@ -23,9 +23,9 @@ from dashboard.figures import (
     spread_text,
     unit_label,
 )
-from server.services.compare import MixedMetrics
-from server.services.groups import group_metric, latest_group_or_pending
-from server.store.base import NotFound, RunQuery, Store
+from scalewatch.server.services.compare import MixedMetrics
+from scalewatch.server.services.groups import group_metric, latest_group_or_pending
+from scalewatch.server.store.base import NotFound, RunQuery, Store
 
 MIN_SEED_POINTS = 300  # per seed on screen, however many seeds: a seed's shape stays readable
 

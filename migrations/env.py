@@ -1,4 +1,4 @@
-"""Alembic environment: runs against the engine handed over by server.db.migrate."""
+"""Alembic environment: runs against the engine handed over by scalewatch.server.db.migrate."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import os
 from alembic import context
 from sqlalchemy import create_engine
 
-from server.db import (
+from scalewatch.server.db import (
     alert_models,  # noqa: F401 - registers the alert tables on Base.metadata
     group_models,  # noqa: F401 - registers the group tables on Base.metadata
 )
-from server.db.models import Base
+from scalewatch.server.db.models import Base
 
 config = context.config
 target_metadata = Base.metadata
@@ -22,7 +22,7 @@ def _engine():
     if engine is not None:
         return engine
     # Plain `alembic -c ...` use: the URL comes from the environment like the server's.
-    from server.config import load_settings
+    from scalewatch.server.config import load_settings
 
     return create_engine(os.environ.get("SCALEWATCH_DATABASE_URL") or load_settings().database_url)
 

@@ -10,10 +10,10 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from server.config import Settings, load_settings
+from scalewatch.server.config import Settings, load_settings
 
 if TYPE_CHECKING:  # the CLI imports the database layer only for commands that use it
-    from server.store.base import Store
+    from scalewatch.server.store.base import Store
 
 
 def add_database_option(p: argparse.ArgumentParser) -> None:
@@ -29,9 +29,9 @@ def _settings(args: argparse.Namespace, **extra: object) -> Settings:
 
 
 def _store(settings: Settings, upgrade: bool) -> Store:
-    from server.db.engine import make_engine
-    from server.db.migrate import SchemaOutOfDate, ensure_schema
-    from server.store import SqlStore
+    from scalewatch.server.db.engine import make_engine
+    from scalewatch.server.db.migrate import SchemaOutOfDate, ensure_schema
+    from scalewatch.server.store import SqlStore
 
     engine = make_engine(settings)
     try:
@@ -100,7 +100,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         flush=True,
     )
     uvicorn.run(
-        "server.api.main:build_app",
+        "scalewatch.server.api.main:build_app",
         factory=True,
         host=settings.host,
         port=settings.port,
@@ -115,8 +115,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_db(args: argparse.Namespace) -> int:
-    from server.db.engine import make_engine
-    from server.db.migrate import current_revision, head_revision, upgrade
+    from scalewatch.server.db.engine import make_engine
+    from scalewatch.server.db.migrate import current_revision, head_revision, upgrade
 
     settings = _settings(args)
     engine = make_engine(settings)
@@ -144,8 +144,8 @@ def _token_store(args: argparse.Namespace) -> Store:
     rejected by the running server with no hint why, so a database without scalewatch's
     schema is refused unless --create says a new one is meant.
     """
-    from server.db.engine import make_engine
-    from server.db.migrate import current_revision
+    from scalewatch.server.db.engine import make_engine
+    from scalewatch.server.db.migrate import current_revision
 
     settings = _settings(args)
     url = settings.database_url
@@ -274,7 +274,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--log-level", default="info")
     p.set_defaults(func=cmd_serve)
 
-    from server.demo.cli import add_simulate_arguments, cmd_simulate  # no numpy at import
+    from scalewatch.server.demo.cli import (  # no numpy at import
+        add_simulate_arguments,
+        cmd_simulate,
+    )
 
     p = sub.add_parser("simulate", help="simulated ScaleRL trainers posting to a server")
     add_simulate_arguments(p)

@@ -19,7 +19,7 @@ try:  # a C parser several times faster than json for the ingest hot path
 except ImportError:  # pragma: no cover - optional speed-up
     orjson = None  # type: ignore[assignment]
 
-from server import limits
+from scalewatch.server import limits
 
 
 class IngestError(Exception):

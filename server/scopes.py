@@ -1,6 +1,6 @@
 """Token scopes and the auth cookie: shared by the REST API's auth and the dashboard's gate.
 
-Standard library only and outside `server.api`, so the dashboard checks scopes without
+Standard library only and outside `scalewatch.server.api`, so the dashboard checks scopes without
 importing the API package (which assembles the app and mounts the dashboard).
 """
 

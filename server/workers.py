@@ -7,8 +7,8 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from server.alerts.service import start_alert_workers
-from server.refit import Refitter
+from scalewatch.server.alerts.service import start_alert_workers
+from scalewatch.server.refit import Refitter
 
 log = logging.getLogger("scalewatch")
 
@@ -32,7 +32,7 @@ def start_workers(app: FastAPI) -> list[Any]:
     app.state.refit_notify = refitter.notify
     workers.append(refitter)
     if settings.demo:
-        from server.demo.runner import start_demo
+        from scalewatch.server.demo.runner import start_demo
 
         workers.append(start_demo(settings, store))
     return workers

@@ -63,9 +63,9 @@ def sqlite_url(tmp_path: Path, postgres: Postgres) -> str:
 
 @pytest.fixture
 def store(database_url: str):  # noqa: ANN201
-    from server.config import load_settings
-    from server.db.engine import make_engine
-    from server.store import SqlStore
+    from scalewatch.server.config import load_settings
+    from scalewatch.server.db.engine import make_engine
+    from scalewatch.server.store import SqlStore
 
     s = SqlStore(make_engine(load_settings(database_url=database_url)))
     yield s
@@ -73,8 +73,8 @@ def store(database_url: str):  # noqa: ANN201
 
 
 def make_app(database_url: str, auth: bool = False, workers: bool = False, **extra: object):  # noqa: ANN201
-    from server.api.app import create_app
-    from server.config import load_settings
+    from scalewatch.server.api.app import create_app
+    from scalewatch.server.config import load_settings
 
     settings = load_settings(database_url=database_url, auth=auth, workers_enabled=workers, **extra)
     return create_app(settings)

@@ -39,7 +39,7 @@ def _missing_server_module() -> str | None:
 def _server_parsers(sub: argparse._SubParsersAction) -> bool:
     if _missing_server_module() is not None:
         return False
-    from server import cli as server_cli
+    from scalewatch.server import cli as server_cli
 
     server_cli.register(sub)
     return True
@@ -80,7 +80,7 @@ def _client_parsers(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_fit(argv: list[str]) -> int:
-    from server.fitting.cli import main as fit_main
+    from scalewatch.server.fitting.cli import main as fit_main
 
     return fit_main(argv)
 

@@ -7,7 +7,7 @@ window) as "×", the excluded warm-up shaded.
 `common` holds what all figures share, `run`, `group` and `compare` the figures of those pages.
 """
 
-from dashboard.figures.common import (
+from scalewatch.dashboard.figures.common import (
     PALETTE,
     a_text,
     empty_figure,
@@ -19,8 +19,8 @@ from dashboard.figures.common import (
     run_color,
     unit_label,
 )
-from dashboard.figures.compare import ceiling_figure, compare_figure
-from dashboard.figures.group import (
+from scalewatch.dashboard.figures.compare import ceiling_figure, compare_figure
+from scalewatch.dashboard.figures.group import (
     group_color,
     group_figure,
     group_headline,
@@ -28,7 +28,7 @@ from dashboard.figures.group import (
     shades,
     spread_text,
 )
-from dashboard.figures.run import (
+from scalewatch.dashboard.figures.run import (
     fit_caption,
     forecast_headline,
     history_figure,

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
-from server.fitting import FitResult, predict, predict_band
+from scalewatch.server.fitting import FitResult, predict, predict_band
 
 # Tableau 10: distinguishable, colour-blind friendlier than plotly's default.
 PALETTE = (

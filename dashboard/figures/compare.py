@@ -8,7 +8,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from dashboard.figures.common import (
+from scalewatch.dashboard.figures.common import (
     GREY,
     PALETTE,
     base_layout,
@@ -19,7 +19,7 @@ from dashboard.figures.common import (
     positive,
     vline,
 )
-from dashboard.figures.group import shades
+from scalewatch.dashboard.figures.group import shades
 
 
 def compare_figure(

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
-from dashboard.figures.common import (
+from scalewatch.dashboard.figures.common import (
     PALETTE,
     a_text,
     base_layout,

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
-from dashboard.figures.common import (
+from scalewatch.dashboard.figures.common import (
     GREY,
     a_text,
     base_layout,
@@ -22,7 +22,7 @@ from dashboard.figures.common import (
     positive,
     vline,
 )
-from server.fitting import FitResult, predict
+from scalewatch.server.fitting import FitResult, predict
 
 
 def fit_caption(fit: dict[str, Any] | None, unit: str) -> str:

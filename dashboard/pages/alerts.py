@@ -7,10 +7,10 @@ from typing import Any
 from dash import Dash, Input, Output, State, dcc, html
 from dash.exceptions import PreventUpdate
 
-from dashboard import data
-from dashboard.components import DashContext, column, empty_state, table
-from dashboard.figures import plural
-from server.store.base import Store
+from scalewatch.dashboard import data
+from scalewatch.dashboard.components import DashContext, column, empty_state, table
+from scalewatch.dashboard.figures import plural
+from scalewatch.server.store.base import Store
 
 PATH = "/alerts"
 TITLE = "Alerts"

@@ -15,10 +15,17 @@ from dash import Dash, Input, Output, State, dcc, html
 from dash import ctx as dash_ctx
 from dash.exceptions import PreventUpdate
 
-from dashboard import data, group_compare
-from dashboard.components import GRAPH_CONFIG, DashContext, column, empty_state, table, to_csv
-from dashboard.figures import ceiling_figure, compare_figure, fmt
-from server.store.base import NotFound
+from scalewatch.dashboard import data, group_compare
+from scalewatch.dashboard.components import (
+    GRAPH_CONFIG,
+    DashContext,
+    column,
+    empty_state,
+    table,
+    to_csv,
+)
+from scalewatch.dashboard.figures import ceiling_figure, compare_figure, fmt
+from scalewatch.server.store.base import NotFound
 
 PATH = "/compare"
 TITLE = "Compare"

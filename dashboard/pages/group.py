@@ -14,12 +14,19 @@ from dash import Dash, Input, Output, State, dcc, html
 from dash import ctx as dash_ctx
 from dash.exceptions import PreventUpdate
 
-from dashboard import group_data
-from dashboard.components import GRAPH_CONFIG, DashContext, column, empty_state, table, to_csv
-from dashboard.figures import fmt, group_figure, group_headline, history_figure, plural
-from server.fitting import FitResult, predict
-from server.services.compare import MixedMetrics
-from server.store.base import NotFound
+from scalewatch.dashboard import group_data
+from scalewatch.dashboard.components import (
+    GRAPH_CONFIG,
+    DashContext,
+    column,
+    empty_state,
+    table,
+    to_csv,
+)
+from scalewatch.dashboard.figures import fmt, group_figure, group_headline, history_figure, plural
+from scalewatch.server.fitting import FitResult, predict
+from scalewatch.server.services.compare import MixedMetrics
+from scalewatch.server.store.base import NotFound
 
 PATH = "/group"
 TITLE = "Group"

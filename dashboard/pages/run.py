@@ -14,17 +14,24 @@ from dash import Dash, Input, Output, Patch, State, dcc, html, no_update
 from dash import ctx as dash_ctx
 from dash.exceptions import PreventUpdate
 
-from dashboard import data
-from dashboard.components import GRAPH_CONFIG, DashContext, column, empty_state, table, to_csv
-from dashboard.figures import (
+from scalewatch.dashboard import data
+from scalewatch.dashboard.components import (
+    GRAPH_CONFIG,
+    DashContext,
+    column,
+    empty_state,
+    table,
+    to_csv,
+)
+from scalewatch.dashboard.figures import (
     fmt,
     forecast_headline,
     history_figure,
     residuals_figure,
     run_figure,
 )
-from server.fitting import FitResult, predict
-from server.store.base import NotFound
+from scalewatch.server.fitting import FitResult, predict
+from scalewatch.server.store.base import NotFound
 
 PATH_TEMPLATE = "/run/<run_id>"
 TITLE = "Run"

@@ -13,9 +13,9 @@ from urllib.parse import urlencode
 from dash import Dash, Input, Output, State, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
-from dashboard import data, group_data
-from dashboard.components import DashContext, column, empty_state, table, to_csv
-from dashboard.figures import plural
+from scalewatch.dashboard import data, group_data
+from scalewatch.dashboard.components import DashContext, column, empty_state, table, to_csv
+from scalewatch.dashboard.figures import plural
 
 PATH = "/"
 TITLE = "Runs"

@@ -21,7 +21,7 @@ down_revision = "0002"
 branch_labels = None
 depends_on = None
 
-# A frozen copy of server.store.common.SUMMARY_KEYS as of this revision: a migration must
+# A frozen copy of scalewatch.server.store.common.SUMMARY_KEYS as of this revision: a migration must
 # keep doing what it did when it was written, whatever the application's list becomes.
 SUMMARY_KEYS = (
     "status",

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from server.fitting import FitResult, predict
+from scalewatch.server.fitting import FitResult, predict
 
 SIGMA_FLOOR = 0.005  # residual scale floor for off_curve (a near-noiseless fit is not 0-noise)
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from server.alerts import evaluate as ev
-from server.alerts.kinds import GROUP_KINDS
-from server.store.base import DirtyGroup, Store
+from scalewatch.server.alerts import evaluate as ev
+from scalewatch.server.alerts.kinds import GROUP_KINDS
+from scalewatch.server.store.base import DirtyGroup, Store
 
 
 class Applier(Protocol):

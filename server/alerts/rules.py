@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from server.alerts.kinds import ALERT_KINDS, AlertKind
+from scalewatch.server.alerts.kinds import ALERT_KINDS, AlertKind
 
 # kind -> {param: (default or None when required, minimum exclusive, maximum inclusive, type)}
 PARAMS: dict[AlertKind, dict[str, tuple[Any, float, float, type]]] = {

@@ -1,6 +1,6 @@
 """Wiring: evaluate rules after every stored fit, `stalled` on a timer, send webhooks.
 
-`start_alert_workers(app)` is called by `server.workers.start_workers`; it returns the
+`start_alert_workers(app)` is called by `scalewatch.server.workers.start_workers`; it returns the
 background workers (webhook sender, stalled timer) and the refit listener.
 """
 
@@ -11,13 +11,13 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from server.alerts import evaluate as ev
-from server.alerts.groups import evaluate_group
-from server.alerts.kinds import FIT_KINDS
-from server.alerts.webhooks import WebhookSender, build_body
-from server.background import PollingWorker
-from server.db.models import utcnow
-from server.store.base import DirtyGroup, Store
+from scalewatch.server.alerts import evaluate as ev
+from scalewatch.server.alerts.groups import evaluate_group
+from scalewatch.server.alerts.kinds import FIT_KINDS
+from scalewatch.server.alerts.webhooks import WebhookSender, build_body
+from scalewatch.server.background import PollingWorker
+from scalewatch.server.db.models import utcnow
+from scalewatch.server.store.base import DirtyGroup, Store
 
 log = logging.getLogger("scalewatch.alerts")
 

@@ -32,10 +32,10 @@ from datetime import timedelta, timezone
 from typing import Any
 from urllib.parse import urlencode
 
-from server.alerts.targets import Target, UnsafeTarget, resolve
-from server.background import PollingWorker, worker_identity
-from server.db.models import utcnow
-from server.store.base import OutboxStore
+from scalewatch.server.alerts.targets import Target, UnsafeTarget, resolve
+from scalewatch.server.background import PollingWorker, worker_identity
+from scalewatch.server.db.models import utcnow
+from scalewatch.server.store.base import OutboxStore
 
 log = logging.getLogger("scalewatch.alerts")
 

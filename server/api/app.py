@@ -8,19 +8,28 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from fastapi.responses import RedirectResponse
 
-from server.api.deps import TokenCache
-from server.api.docs import install_docs
-from server.api.errors import install_error_handlers
-from server.api.fitpool import FitPool
-from server.api.guards import RejectNulMiddleware, RequestGuard, SecurityHeaders
-from server.api.routes import alerts, fits, groups, health, points, projects, runs, tokens
-from server.api.routes.mlflow import install_mlflow
-from server.api.telemetry import Metrics, MetricsMiddleware
-from server.config import Settings
-from server.db.engine import make_engine
-from server.db.migrate import ensure_schema
-from server.store import SqlStore
-from server.workers import start_workers
+from scalewatch.server.api.deps import TokenCache
+from scalewatch.server.api.docs import install_docs
+from scalewatch.server.api.errors import install_error_handlers
+from scalewatch.server.api.fitpool import FitPool
+from scalewatch.server.api.guards import RejectNulMiddleware, RequestGuard, SecurityHeaders
+from scalewatch.server.api.routes import (
+    alerts,
+    fits,
+    groups,
+    health,
+    points,
+    projects,
+    runs,
+    tokens,
+)
+from scalewatch.server.api.routes.mlflow import install_mlflow
+from scalewatch.server.api.telemetry import Metrics, MetricsMiddleware
+from scalewatch.server.config import Settings
+from scalewatch.server.db.engine import make_engine
+from scalewatch.server.db.migrate import ensure_schema
+from scalewatch.server.store import SqlStore
+from scalewatch.server.workers import start_workers
 
 ROUTERS = [
     health.router,
@@ -37,7 +46,7 @@ ROUTERS = [
 def _mount_dashboard(app: FastAPI) -> None:
     # Imported here, not at the top: an API-only process (SCALEWATCH_DASHBOARD=0) never loads
     # Dash, and the dashboard itself imports from the server package.
-    from dashboard.app import mount_dashboard
+    from scalewatch.dashboard.app import mount_dashboard
 
     mount_dashboard(app)
 

@@ -9,10 +9,10 @@ from typing import Annotated, Any
 
 from fastapi import Depends, HTTPException, Request
 
-from server.api.guards import bearer_from_header
-from server.config import Settings
-from server.scopes import SCOPE_RANK
-from server.store.base import Store, TokenStore
+from scalewatch.server.api.guards import bearer_from_header
+from scalewatch.server.config import Settings
+from scalewatch.server.scopes import SCOPE_RANK
+from scalewatch.server.store.base import Store, TokenStore
 
 
 def get_store(request: Request) -> Store:

@@ -26,9 +26,9 @@ from sqlalchemy.exc import DataError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from server.background import outage
-from server.services.compare import MixedMetrics
-from server.store import NotFound
+from scalewatch.server.background import outage
+from scalewatch.server.services.compare import MixedMetrics
+from scalewatch.server.store import NotFound
 
 log = logging.getLogger("scalewatch")
 

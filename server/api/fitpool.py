@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from server import limits
+from scalewatch.server import limits
 
 
 class FitTimeout(Exception):
@@ -31,8 +31,8 @@ class FitFailed(Exception):
 
 def stateless_fit(compute: list[float], values: list[float], options: dict[str, Any]) -> dict:
     """Runs in the child: the fit record of the points (imports kept inside: spawn start)."""
-    from server.fitting import FitOptions, fit_curve
-    from server.services.fits import fit_record
+    from scalewatch.server.fitting import FitOptions, fit_curve
+    from scalewatch.server.services.fits import fit_record
 
     with np.errstate(all="ignore"):
         result = fit_curve(np.asarray(compute), np.asarray(values), FitOptions(**options))

@@ -15,7 +15,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from server import limits
+from scalewatch.server import limits
 
 API_PREFIX = "/api/v1/"
 # The MLflow-compatible tracking API (and its artifact routes, which answer "not served"): the

@@ -1,4 +1,4 @@
-"""ASGI entry point for `uvicorn --factory server.api.main:build_app` (used by --workers N).
+"""ASGI entry point for `uvicorn --factory scalewatch.server.api.main:build_app` (used by --workers N).
 
 Settings come from SCALEWATCH_* environment variables, which `scalewatch serve` sets from its
 flags before handing over to uvicorn.
@@ -10,8 +10,8 @@ import gc
 
 from fastapi import FastAPI
 
-from server.api.app import create_app
-from server.config import load_settings
+from scalewatch.server.api.app import create_app
+from scalewatch.server.config import load_settings
 
 
 def build_app() -> FastAPI:

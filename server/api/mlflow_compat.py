@@ -14,8 +14,8 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from server import limits
-from server.ingest import PointRow
+from scalewatch.server import limits
+from scalewatch.server.ingest import PointRow
 
 # MLflow's own request limits (mlflow/utils/validation.py): the official client splits larger
 # calls into batches of these sizes, so a larger batch is not from it.

@@ -8,9 +8,9 @@ from typing import Annotated, Any, Literal
 from fastapi import Path
 from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, field_validator, model_validator
 
-from server import limits
-from server.alerts.kinds import AlertKind
-from server.alerts.rules import KIND_HELP
+from scalewatch.server import limits
+from scalewatch.server.alerts.kinds import AlertKind
+from scalewatch.server.alerts.rules import KIND_HELP
 
 Name = Field(min_length=1, max_length=limits.MAX_NAME_LENGTH)
 RunStatus = Literal["running", "finished", "failed"]
@@ -271,7 +271,7 @@ class ErrorOut(BaseModel):
 
 def not_found(what: str) -> dict[int | str, dict[str, Any]]:
     """The documented 404 of a route whose `what` may not exist (raised as the store's
-    `NotFound`, turned into a 404 by `server.api.errors`)."""
+    `NotFound`, turned into a 404 by `scalewatch.server.api.errors`)."""
     return {404: {"model": ErrorOut, "description": f"Unknown {what}"}}
 
 

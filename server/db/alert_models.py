@@ -1,6 +1,6 @@
 """Alert tables: rules, alerts (one active per rule and run), and the webhook outbox.
 
-They extend the shared `Base` of `server.db.models` (this module imports that one, never the
+They extend the shared `Base` of `scalewatch.server.db.models` (this module imports that one, never the
 other way round); whatever needs the whole schema on `Base.metadata` imports both (the store's
 alert mixins, `migrations/env.py`).
 
@@ -32,7 +32,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
-from server.db.models import Base, utcnow
+from scalewatch.server.db.models import Base, utcnow
 
 ALERT_STATES = ("open", "acknowledged", "resolved")
 DELIVERY_STATES = ("pending", "delivered", "failed")

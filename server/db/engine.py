@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
-from server.config import Settings
+from scalewatch.server.config import Settings
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:

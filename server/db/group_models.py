@@ -35,7 +35,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
-from server.db.models import Base, utcnow
+from scalewatch.server.db.models import Base, utcnow
 
 
 class GroupSeries(Base):

@@ -10,7 +10,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine
 
-import migrations
+from scalewatch import migrations
 
 MIGRATIONS_DIR = Path(migrations.__file__).resolve().parent
 

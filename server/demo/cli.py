@@ -9,7 +9,7 @@ import threading
 import time
 import warnings
 
-from server.demo.presets import choices
+from scalewatch.server.demo.presets import choices
 
 EPILOG = """\
 --speed is in evaluations per real second, per run (one evaluation = 100 trainer steps, i.e.
@@ -39,9 +39,9 @@ def add_simulate_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    from server.demo import api
-    from server.demo.presets import resolve
-    from server.demo.simulator import SimRun, drive, open_run
+    from scalewatch.server.demo import api
+    from scalewatch.server.demo.presets import resolve
+    from scalewatch.server.demo.simulator import SimRun, drive, open_run
 
     if not args.speed > 0 or not 0.0 <= args.burst <= 1.0:
         print("scalewatch simulate: --speed must be > 0 and --burst in [0, 1]", file=sys.stderr)

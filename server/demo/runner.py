@@ -21,12 +21,12 @@ from pathlib import Path
 
 import numpy as np
 
-from server.config import Settings
-from server.demo import api
-from server.demo.presets import DEMO_PRESETS, DEMO_PROJECT, PRESETS
-from server.demo.realruns import post_real_runs
-from server.demo.simulator import SimRun, drive, open_run
-from server.store.base import TokenStore
+from scalewatch.server.config import Settings
+from scalewatch.server.demo import api
+from scalewatch.server.demo.presets import DEMO_PRESETS, DEMO_PROJECT, PRESETS
+from scalewatch.server.demo.realruns import post_real_runs
+from scalewatch.server.demo.simulator import SimRun, drive, open_run
+from scalewatch.server.store.base import TokenStore
 
 log = logging.getLogger("scalewatch.demo")
 
@@ -174,15 +174,15 @@ class DemoWorker:
 
     def _store(self) -> TokenStore:
         if self.store is None:
-            from server.db.engine import make_engine
-            from server.store import SqlStore
+            from scalewatch.server.db.engine import make_engine
+            from scalewatch.server.store import SqlStore
 
             self.store = SqlStore(make_engine(self.settings))
         return self.store
 
     def _post_real(self, token: str | None) -> None:
         try:
-            from server.demo.realruns import REAL_PROJECT
+            from scalewatch.server.demo.realruns import REAL_PROJECT
 
             existing = api.existing_runs(self.url, token, REAL_PROJECT)
             posted = post_real_runs(self.url, token, existing, home=self.home)

@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from server.demo.presets import Recipe
-from server.fitting.synth import ar1
-from server.fitting.synth import true_curve as sigmoid_with_linear_start
+from scalewatch.server.demo.presets import Recipe
+from scalewatch.server.fitting.synth import ar1
+from scalewatch.server.fitting.synth import true_curve as sigmoid_with_linear_start
 
 log = logging.getLogger("scalewatch.demo")
 

@@ -1,6 +1,6 @@
 """``scalewatch fit FILE.csv``: fit one curve from a CSV file.
 
-    python -m server.fitting.cli FILE.csv [--compute COL] [--value COL] [--r0 X] [--warmup C]
+    python -m scalewatch.server.fitting.cli FILE.csv [--compute COL] [--value COL] [--r0 X] [--warmup C]
         [--fit-until C] [--target C] [--method default|paper] [--range LO HI] [--json]
         [--plot out.png]
 

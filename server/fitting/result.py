@@ -78,7 +78,7 @@ def _json_break(b: dict[str, Any] | None) -> dict[str, Any] | None:
 
 @dataclass(frozen=True)
 class FitResult:
-    """Result of :func:`server.fitting.fit_curve`.
+    """Result of :func:`scalewatch.server.fitting.fit_curve`.
 
     Public fields map 1:1 onto :meth:`to_dict`.  The remaining fields are internal state: the
     point estimate even when A is withheld (``a_fit``), the noise model, a small sample of

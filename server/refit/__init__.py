@@ -1,6 +1,6 @@
 """Background refitting: turns dirty (run, metric) series and dirty (group, metric)s into stored
 fits (`worker.py`, `groups.py`)."""
 
-from server.refit.worker import Refitter
+from scalewatch.server.refit.worker import Refitter
 
 __all__ = ["Refitter"]

@@ -17,15 +17,15 @@ from typing import Any, cast
 
 import numpy as np
 
-from server.fitting.group import GroupFitResult, GroupMember, fit_group
-from server.services.groups import (
+from scalewatch.server.fitting.group import GroupFitResult, GroupMember, fit_group
+from scalewatch.server.services.groups import (
     failed_group_record,
     group_options,
     group_record,
     member_r0,
 )
-from server.store.base import DirtyGroup, GroupStore
-from server.store.fit_records import FitRecord
+from scalewatch.server.store.base import DirtyGroup, GroupStore
+from scalewatch.server.store.fit_records import FitRecord
 
 log = logging.getLogger("scalewatch.refit")
 

@@ -18,18 +18,18 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from server.background import PollingWorker, worker_identity
-from server.fitting import FitResult, fit_curve
-from server.refit.groups import GroupFitListener, GroupRefits
-from server.services.fits import fit_options_for, fit_record
-from server.store.base import DirtySeries, FitStore, GroupStore
-from server.store.fit_records import FitRecord
+from scalewatch.server.background import PollingWorker, worker_identity
+from scalewatch.server.fitting import FitResult, fit_curve
+from scalewatch.server.refit.groups import GroupFitListener, GroupRefits
+from scalewatch.server.services.fits import fit_options_for, fit_record
+from scalewatch.server.store.base import DirtySeries, FitStore, GroupStore
+from scalewatch.server.store.fit_records import FitRecord
 
 log = logging.getLogger("scalewatch.refit")
 
 
 class FitCounter(Protocol):
-    """Where fit outcomes are counted (`server.api.telemetry.Metrics` for /metrics)."""
+    """Where fit outcomes are counted (`scalewatch.server.api.telemetry.Metrics` for /metrics)."""
 
     def fit_done(self, ok: bool) -> None: ...
 

@@ -14,11 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from server.fitting import FitResult, compare_fits
-from server.fitting.compare import SAME_A_MARGIN
-from server.services.fits import latest_or_pending, public_fit
-from server.store.base import PointsPage, Store
-from server.store.fit_records import FitRecord
+from scalewatch.server.fitting import FitResult, compare_fits
+from scalewatch.server.fitting.compare import SAME_A_MARGIN
+from scalewatch.server.services.fits import latest_or_pending, public_fit
+from scalewatch.server.store.base import PointsPage, Store
+from scalewatch.server.store.fit_records import FitRecord
 
 log = logging.getLogger("scalewatch.compare")
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from server.services.compare import CompareInput, common_metric, load_compare_inputs
-from server.services.groups import group_metric, latest_group_or_pending
-from server.store.base import PointsPage, Store
+from scalewatch.server.services.compare import CompareInput, common_metric, load_compare_inputs
+from scalewatch.server.services.groups import group_metric, latest_group_or_pending
+from scalewatch.server.store.base import PointsPage, Store
 
 
 def _group_points(store: Store, members: list[dict[str, Any]], metric: str) -> PointsPage:

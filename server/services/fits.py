@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from server.fitting import FitOptions, FitResult
-from server.store.base import FitStore
-from server.store.fit_records import FitRecord, PublicFit
+from scalewatch.server.fitting import FitOptions, FitResult
+from scalewatch.server.store.base import FitStore
+from scalewatch.server.store.fit_records import FitRecord, PublicFit
 
 
 def fit_options_for(context: dict[str, Any], intervals: bool = True) -> FitOptions:

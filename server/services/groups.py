@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from server.fitting import FitOptions, FitResult
-from server.services.compare import MixedMetrics, common_metric
-from server.services.fits import fit_options_for, fit_record, not_fitted, public_fit
-from server.store.base import GroupStore
-from server.store.fit_records import FitRecord
+from scalewatch.server.fitting import FitOptions, FitResult
+from scalewatch.server.services.compare import MixedMetrics, common_metric
+from scalewatch.server.services.fits import fit_options_for, fit_record, not_fitted, public_fit
+from scalewatch.server.store.base import GroupStore
+from scalewatch.server.store.fit_records import FitRecord
 
 
 def group_metric(group: str, members: list[dict[str, Any]], metric: str | None) -> str:

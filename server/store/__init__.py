@@ -1,6 +1,6 @@
 """The one storage interface every part of the server talks to."""
 
-from server.store.base import NotFound, Store
-from server.store.sql import SqlStore
+from scalewatch.server.store.base import NotFound, Store
+from scalewatch.server.store.sql import SqlStore
 
 __all__ = ["NotFound", "SqlStore", "Store"]

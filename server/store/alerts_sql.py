@@ -14,11 +14,11 @@ from typing import Any
 from sqlalchemy import and_, delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
-from server.db.alert_models import Alert, AlertDelivery, AlertRule, DeliveryAttempt
-from server.db.models import Project, Run, utcnow
-from server.store.base import EventBuilder, NotFound
-from server.store.common import SqlBase, dialect_insert, iso
-from server.store.outbox_sql import enqueue_delivery
+from scalewatch.server.db.alert_models import Alert, AlertDelivery, AlertRule, DeliveryAttempt
+from scalewatch.server.db.models import Project, Run, utcnow
+from scalewatch.server.store.base import EventBuilder, NotFound
+from scalewatch.server.store.common import SqlBase, dialect_insert, iso
+from scalewatch.server.store.outbox_sql import enqueue_delivery
 
 ACTIVE = ("open", "acknowledged")
 

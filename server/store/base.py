@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from server.ingest import PointRow
-from server.store.fit_records import FitHistoryEntry, FitRecord
+from scalewatch.server.ingest import PointRow
+from scalewatch.server.store.fit_records import FitHistoryEntry, FitRecord
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine

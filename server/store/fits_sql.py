@@ -9,11 +9,11 @@ from typing import Any
 from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session
 
-from server.db.models import Fit, Point, Run, Series, utcnow
-from server.store.base import DirtySeries, NotFound
-from server.store.common import SqlBase, iso
-from server.store.fit_records import FitHistoryEntry, FitRecord, fit_summary
-from server.store.runs_sql import explicit_fit_metric, resolve_fit_metric
+from scalewatch.server.db.models import Fit, Point, Run, Series, utcnow
+from scalewatch.server.store.base import DirtySeries, NotFound
+from scalewatch.server.store.common import SqlBase, iso
+from scalewatch.server.store.fit_records import FitHistoryEntry, FitRecord, fit_summary
+from scalewatch.server.store.runs_sql import explicit_fit_metric, resolve_fit_metric
 
 
 class FitsMixin(SqlBase):

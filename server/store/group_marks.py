@@ -16,9 +16,9 @@ from collections.abc import Iterable
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
-from server.db.group_models import GroupSeries
-from server.db.models import utcnow
-from server.store.common import dialect_insert
+from scalewatch.server.db.group_models import GroupSeries
+from scalewatch.server.db.models import utcnow
+from scalewatch.server.store.common import dialect_insert
 
 # The ingest hot path's mark, in plain SQL on either driver: one upsert (the row of the run's
 # fit metric is created on the member's first points, bumped after that).

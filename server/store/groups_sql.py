@@ -10,13 +10,13 @@ from typing import Any
 from sqlalchemy import func, or_, select, update
 from sqlalchemy.orm import Session, selectinload
 
-from server.db.group_models import GroupFit, GroupSeries
-from server.db.models import Point, Project, Run, Series, utcnow
-from server.store.base import DirtyGroup, NotFound
-from server.store.common import SqlBase, iso
-from server.store.fit_records import FitHistoryEntry, FitRecord, fit_summary
-from server.store.group_marks import mark_group_dirty
-from server.store.runs_sql import explicit_fit_metric, resolve_fit_metric
+from scalewatch.server.db.group_models import GroupFit, GroupSeries
+from scalewatch.server.db.models import Point, Project, Run, Series, utcnow
+from scalewatch.server.store.base import DirtyGroup, NotFound
+from scalewatch.server.store.common import SqlBase, iso
+from scalewatch.server.store.fit_records import FitHistoryEntry, FitRecord, fit_summary
+from scalewatch.server.store.group_marks import mark_group_dirty
+from scalewatch.server.store.runs_sql import explicit_fit_metric, resolve_fit_metric
 
 
 def _history_entry(r: Any) -> FitHistoryEntry:

@@ -14,10 +14,10 @@ from typing import Any
 from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session
 
-from server.db.alert_models import Alert, AlertDelivery, AlertRule, DeliveryAttempt
-from server.db.models import utcnow
-from server.store.base import EventBuilder, NotFound
-from server.store.common import SqlBase, iso
+from scalewatch.server.db.alert_models import Alert, AlertDelivery, AlertRule, DeliveryAttempt
+from scalewatch.server.db.models import utcnow
+from scalewatch.server.store.base import EventBuilder, NotFound
+from scalewatch.server.store.common import SqlBase, iso
 
 
 def enqueue_delivery(

@@ -10,21 +10,21 @@ from sqlalchemy import and_, case, func, select, text, update
 from sqlalchemy.engine import Row
 from sqlalchemy.orm import Session
 
-from server import limits
-from server.db.models import Point, Project, Run, Series, utcnow
-from server.ingest import PointRow
-from server.store.base import NotFound, PointsPage
-from server.store.chunks import (
+from scalewatch.server import limits
+from scalewatch.server.db.models import Point, Project, Run, Series, utcnow
+from scalewatch.server.ingest import PointRow
+from scalewatch.server.store.base import NotFound, PointsPage
+from scalewatch.server.store.chunks import (
     CHUNK_LEVELS,
     ChunkRow,
     all_levels,
     conflict_sql,
     upsert_sql,
 )
-from server.store.chunks import COLUMNS as CHUNK_COLUMNS
-from server.store.common import SqlBase, dialect_insert
-from server.store.group_marks import UPSERT_PG, UPSERT_SQLITE
-from server.store.runs_sql import resolve_fit_metric
+from scalewatch.server.store.chunks import COLUMNS as CHUNK_COLUMNS
+from scalewatch.server.store.common import SqlBase, dialect_insert
+from scalewatch.server.store.group_marks import UPSERT_PG, UPSERT_SQLITE
+from scalewatch.server.store.runs_sql import resolve_fit_metric
 
 # Each bucket keeps its first, last, lowest and highest point: collapses and spikes survive
 # downsampling, which averaging would hide. Both variants are single hash-aggregate passes over

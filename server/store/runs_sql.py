@@ -7,11 +7,11 @@ from typing import Any
 from sqlalchemy import delete, exists, func, select, update
 from sqlalchemy.orm import Session, selectinload
 
-from server.db.models import Fit, Point, Project, Run, RunTag, Series, utcnow
-from server.store.base import NotFound, RunQuery
-from server.store.common import SqlBase, dialect_insert, iso
-from server.store.fit_metric import choose_fit_metric, explain_fit_metric
-from server.store.group_marks import mark_group_dirty
+from scalewatch.server.db.models import Fit, Point, Project, Run, RunTag, Series, utcnow
+from scalewatch.server.store.base import NotFound, RunQuery
+from scalewatch.server.store.common import SqlBase, dialect_insert, iso
+from scalewatch.server.store.fit_metric import choose_fit_metric, explain_fit_metric
+from scalewatch.server.store.group_marks import mark_group_dirty
 
 DEFAULT_FIT_METRICS = ("val_pass_rate", "reward")
 PATCHABLE = {

@@ -6,17 +6,17 @@ Split by concern into mixins so each module stays small; all extend `SqlBase` (e
 
 from __future__ import annotations
 
-from server.store.alerts_sql import AlertsMixin
-from server.store.fits_sql import FitsMixin
-from server.store.groups_sql import GroupsMixin
-from server.store.outbox_sql import OutboxMixin
-from server.store.points_sql import PointsMixin
-from server.store.runs_sql import RunsMixin
-from server.store.tokens_sql import TokensMixin
+from scalewatch.server.store.alerts_sql import AlertsMixin
+from scalewatch.server.store.fits_sql import FitsMixin
+from scalewatch.server.store.groups_sql import GroupsMixin
+from scalewatch.server.store.outbox_sql import OutboxMixin
+from scalewatch.server.store.points_sql import PointsMixin
+from scalewatch.server.store.runs_sql import RunsMixin
+from scalewatch.server.store.tokens_sql import TokensMixin
 
 
 # AlertsMixin first: its `_delete_run_dependents` runs before the (empty) SqlBase hook.
 class SqlStore(
     AlertsMixin, OutboxMixin, RunsMixin, PointsMixin, FitsMixin, GroupsMixin, TokensMixin
 ):
-    """Every store protocol of `server.store.base`, on one engine."""
+    """Every store protocol of `scalewatch.server.store.base`, on one engine."""

@@ -8,9 +8,9 @@ from datetime import timedelta, timezone
 
 from sqlalchemy import delete, func, select, update
 
-from server.db.models import ApiToken, DashboardSession, utcnow
-from server.scopes import SCOPES
-from server.store.common import SqlBase, iso
+from scalewatch.server.db.models import ApiToken, DashboardSession, utcnow
+from scalewatch.server.scopes import SCOPES
+from scalewatch.server.store.common import SqlBase, iso
 
 TOKEN_PREFIX = "sw_"
 SESSION_PREFIX = "sws_"

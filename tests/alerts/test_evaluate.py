@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from server.alerts import evaluate as ev
+from scalewatch.server.alerts import evaluate as ev
 
 
 def fit(a, lo, hi, status="ok", fit_id=1):

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from sqlalchemy.exc import IntegrityError
 
-from server.alerts.service import AlertService
-from server.db.alert_models import Alert
-from server.db.models import utcnow
+from scalewatch.server.alerts.service import AlertService
+from scalewatch.server.db.alert_models import Alert
+from scalewatch.server.db.models import utcnow
 from tests.alerts.helpers import stable_run
 from tests.support.polling import wait_for
 
@@ -140,7 +140,7 @@ def test_ack_then_condition_clears_resolves(api):
 
     from sqlalchemy import update
 
-    from server.db.models import Run
+    from scalewatch.server.db.models import Run
 
     with store.session() as s:  # the run went quiet 5 minutes ago
         s.execute(

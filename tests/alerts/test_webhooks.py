@@ -6,7 +6,7 @@ import json
 
 import httpx
 
-from server.alerts.webhooks import verify
+from scalewatch.server.alerts.webhooks import verify
 from tests.alerts.helpers import Receiver, points, stable_run
 from tests.support.live_server import LiveServer
 from tests.support.polling import wait_for

@@ -416,7 +416,7 @@ def test_client_is_standard_library_only():
 
 
 def test_server_limits_reexport_the_client_limits():
-    from server import limits as server_limits
+    from scalewatch.server import limits as server_limits
     from trainer_client import limits as client_limits
 
     for name in client_limits.__all__:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dashboard.data import _alert_subject
+from scalewatch.dashboard.data import _alert_subject
 
 
 def test_a_run_alert_links_its_run() -> None:

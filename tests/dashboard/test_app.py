@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from dashboard.callback_client import dash_call
-from server.ingest import PointRow
-from server.refit import Refitter
+from scalewatch.dashboard.callback_client import dash_call
+from scalewatch.server.ingest import PointRow
+from scalewatch.server.refit import Refitter
 from tests.conftest import make_app
 from tests.dashboard.seed import CROSSING, series
 
@@ -103,7 +103,7 @@ def test_auth_gate_and_login(sqlite_url: str) -> None:
 
 
 def test_data_shapes_without_fits(sqlite_url: str) -> None:
-    from dashboard import data
+    from scalewatch.dashboard import data
 
     app = make_app(sqlite_url)
     store = app.state.store
@@ -124,8 +124,8 @@ def test_data_shapes_without_fits(sqlite_url: str) -> None:
 
 
 def test_run_page_says_which_metric_is_fitted_and_why(sqlite_url: str) -> None:
-    from dashboard import data
-    from dashboard.pages.run import _header
+    from scalewatch.dashboard import data
+    from scalewatch.dashboard.pages.run import _header
 
     app = make_app(sqlite_url)
     store = app.state.store

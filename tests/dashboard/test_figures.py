@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from dashboard import figures as F
-from server.fitting import FitOptions, fit_curve
+from scalewatch.dashboard import figures as F
+from scalewatch.server.fitting import FitOptions, fit_curve
 from tests.dashboard.seed import CROSSING, series
 
 

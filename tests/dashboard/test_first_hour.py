@@ -3,9 +3,9 @@ Run page's headline forecast, counts that read as English. Pure: no server, no b
 
 from __future__ import annotations
 
-from dashboard import figures as F
-from dashboard.data import run_row
-from dashboard.pages.runs import _columns
+from scalewatch.dashboard import figures as F
+from scalewatch.dashboard.data import run_row
+from scalewatch.dashboard.pages.runs import _columns
 
 OK_FIT = {"status": "ok", "A": 0.61, "B": 1.9, "C_mid": 2500.0, "ci": {"A": [0.6, 0.62]},
           "predicted_at_target": 0.6012, "predicted_interval": [0.59, 0.61],

@@ -8,9 +8,9 @@ from collections.abc import Iterator
 import pytest
 from fastapi.testclient import TestClient
 
-from dashboard.callback_client import dash_call
-from server.ingest import PointRow
-from server.refit import Refitter
+from scalewatch.dashboard.callback_client import dash_call
+from scalewatch.server.ingest import PointRow
+from scalewatch.server.refit import Refitter
 from tests.conftest import make_app
 from tests.dashboard.seed import series
 

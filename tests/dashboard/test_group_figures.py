@@ -7,11 +7,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from dashboard import figures as F
-from dashboard import group_data
-from server.fitting import FitOptions
-from server.fitting.group import GroupMember, fit_group
-from server.services.groups import group_record
+from scalewatch.dashboard import figures as F
+from scalewatch.dashboard import group_data
+from scalewatch.server.fitting import FitOptions
+from scalewatch.server.fitting.group import GroupMember, fit_group
+from scalewatch.server.services.groups import group_record
 from tests.dashboard.seed import R0
 from tests.support.curves import noisy_sigmoid
 

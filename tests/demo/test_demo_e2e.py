@@ -10,9 +10,9 @@ import httpx
 import numpy as np
 import pytest
 
-from server.demo.presets import DEMO_PRESETS, DEMO_PROJECT, PRESETS
-from server.demo.realruns import REAL_PROJECT
-from server.demo.simulator import generate
+from scalewatch.server.demo.presets import DEMO_PRESETS, DEMO_PROJECT, PRESETS
+from scalewatch.server.demo.realruns import REAL_PROJECT
+from scalewatch.server.demo.simulator import generate
 from tests.support.live_server import LiveServer
 from tests.support.points import all_points
 from tests.support.polling import wait_for

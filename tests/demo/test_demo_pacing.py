@@ -8,10 +8,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from server.config import load_settings
-from server.demo.presets import DEMO_PRESETS, PRESETS
-from server.demo.runner import DROP_LEAD_EVALS, demo_bursts
-from server.demo.simulator import burst_chunk, generate
+from scalewatch.server.config import load_settings
+from scalewatch.server.demo.presets import DEMO_PRESETS, PRESETS
+from scalewatch.server.demo.runner import DROP_LEAD_EVALS, demo_bursts
+from scalewatch.server.demo.simulator import burst_chunk, generate
 
 MIN_LIVE_SECONDS = 15 * 60
 

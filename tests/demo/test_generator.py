@@ -7,9 +7,9 @@ import dataclasses
 import numpy as np
 import pytest
 
-from server.demo.presets import PRESETS, resolve
-from server.demo.realruns import load as load_real
-from server.demo.simulator import (
+from scalewatch.server.demo.presets import PRESETS, resolve
+from scalewatch.server.demo.realruns import load as load_real
+from scalewatch.server.demo.simulator import (
     C_LIN,
     EVAL_SIGMA,
     chunk_points,
@@ -17,7 +17,7 @@ from server.demo.simulator import (
     resume_chunk,
     true_curve,
 )
-from server.fitting.model import curve
+from scalewatch.server.fitting.model import curve
 
 TABLE1 = ("baseline", "gen32k", "bs2048", "gen8", "gen24", "gen32", "scout")
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from server.demo.presets import PRESETS
-from server.demo.simulator import generate
+from scalewatch.server.demo.presets import PRESETS
+from scalewatch.server.demo.simulator import generate
 from tests.support.live_server import LiveServer
 from tests.support.points import all_points
 from tests.support.polling import wait_for

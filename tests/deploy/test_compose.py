@@ -43,7 +43,7 @@ def test_compose_file_is_valid(tmp_path):
 
 
 def test_compose_uses_settings_the_server_reads():
-    from server.config import environment_variables
+    from scalewatch.server.config import environment_variables
 
     compose = (ROOT / "docker-compose.yml").read_text()
     server_reads = environment_variables()

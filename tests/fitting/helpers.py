@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from server.fitting.synth import TABLE1, make_run
+from scalewatch.server.fitting.synth import TABLE1, make_run
 
 ROWS = {name: (c_mid, b, a) for name, c_mid, b, a in TABLE1}
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from server.fitting import FitOptions, fit_curve
-from server.fitting.synth import make_run
+from scalewatch.server.fitting import FitOptions, fit_curve
+from scalewatch.server.fitting.synth import make_run
 
 C_MID, END = 2542.0, 8 * 2542.0
 

@@ -1,4 +1,4 @@
-"""The ``scalewatch fit`` CLI, run as ``python -m server.fitting.cli`` in a subprocess."""
+"""The ``scalewatch fit`` CLI, run as ``python -m scalewatch.server.fitting.cli`` in a subprocess."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from server.fitting.result import PUBLIC_KEYS
+from scalewatch.server.fitting.result import PUBLIC_KEYS
 
 from .helpers import table1_run
 
@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "server.fitting.cli", *args], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "scalewatch.server.fitting.cli", *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=60)
 
 
@@ -100,7 +100,7 @@ def test_insufficient_data_is_not_an_error(tmp_path: Path) -> None:
 
 
 def test_main_in_process(curve_csv: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from server.fitting.cli import main
+    from scalewatch.server.fitting.cli import main
 
     assert main([str(curve_csv), "--compute", "gpu_hours", "--value", "reward", "--json"]) == 0
     # the point at compute 0 gives R0, it is not a fit point

@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from server.fitting import FitOptions, compare_fits, fit_curve
-from server.fitting.synth import make_run
+from scalewatch.server.fitting import FitOptions, compare_fits, fit_curve
+from scalewatch.server.fitting.synth import make_run
 
 OPTS = FitOptions(warmup=1500.0)
 

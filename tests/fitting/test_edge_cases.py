@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from server.fitting import FitOptions, compare_fits, fit_curve, predict, predict_band
+from scalewatch.server.fitting import FitOptions, compare_fits, fit_curve, predict, predict_band
 
 from .helpers import table1_run
 

@@ -7,10 +7,10 @@ import json
 import numpy as np
 import pytest
 
-from server.fitting import FitOptions, FitResult, fit_curve, predict, predict_band
-from server.fitting import grid as G
-from server.fitting.fit import point_fit, prepare
-from server.fitting.result import PUBLIC_KEYS
+from scalewatch.server.fitting import FitOptions, FitResult, fit_curve, predict, predict_band
+from scalewatch.server.fitting import grid as G
+from scalewatch.server.fitting.fit import point_fit, prepare
+from scalewatch.server.fitting.result import PUBLIC_KEYS
 
 from .helpers import ROWS, table1_run
 

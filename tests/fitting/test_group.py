@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from server.fitting import FitOptions, compare_fits, fit_curve, predict, predict_band
-from server.fitting.group import GroupFitResult, GroupMember, fit_group
-from server.fitting.synth import make_run
+from scalewatch.server.fitting import FitOptions, compare_fits, fit_curve, predict, predict_band
+from scalewatch.server.fitting.group import GroupFitResult, GroupMember, fit_group
+from scalewatch.server.fitting.synth import make_run
 
 A, B, C_MID = 0.61, 1.92, 2542.0
 END = 8 * C_MID

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from server.fitting import FitOptions, fit_curve
-from server.fitting.fit import prepare
-from server.fitting.paper import A_GRID, fit_paper
+from scalewatch.server.fitting import FitOptions, fit_curve
+from scalewatch.server.fitting.fit import prepare
+from scalewatch.server.fitting.paper import A_GRID, fit_paper
 
 from .helpers import table1_run
 

@@ -8,8 +8,8 @@ import tracemalloc
 
 import numpy as np
 
-from server.fitting import paper
-from server.fitting.paper import A_GRID, fit_paper
+from scalewatch.server.fitting import paper
+from scalewatch.server.fitting.paper import A_GRID, fit_paper
 
 
 def _curve(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

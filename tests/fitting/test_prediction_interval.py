@@ -7,9 +7,15 @@ import json
 import numpy as np
 import pytest
 
-from server.fitting import FitOptions, FitResult, fit_curve, predict_band, predict_interval
-from server.fitting.intervals import mean_noise_sd
-from server.fitting.synth import TABLE1, ar1, make_run
+from scalewatch.server.fitting import (
+    FitOptions,
+    FitResult,
+    fit_curve,
+    predict_band,
+    predict_interval,
+)
+from scalewatch.server.fitting.intervals import mean_noise_sd
+from scalewatch.server.fitting.synth import TABLE1, ar1, make_run
 
 
 def _backtests(n_runs: int, seed: int) -> list[tuple[FitResult, float, float, float]]:

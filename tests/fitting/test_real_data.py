@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from server.fitting import FitOptions, compare_fits, fit_curve
+from scalewatch.server.fitting import FitOptions, compare_fits, fit_curve
 
 DATA = Path(__file__).resolve().parents[2] / "server" / "demo" / "data"
 SAMPLES_PER_STEP = 64 * 8  # 64 prompts x 8 rollouts (verl config at the vendored commit)

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from server import limits
-from server.scopes import AUTH_COOKIE
+from scalewatch.server import limits
+from scalewatch.server.scopes import AUTH_COOKIE
 
 API_POSTS = [
     "/api/v1/fit",

@@ -6,10 +6,10 @@ from __future__ import annotations
 import csv
 import io
 
-from dashboard.components import to_csv
-from dashboard.data import compare_detail, md_text
-from dashboard.figures import compare_figure  # noqa: F401 - the public builder exists
-from server import limits
+from scalewatch.dashboard.components import to_csv
+from scalewatch.dashboard.data import compare_detail, md_text
+from scalewatch.dashboard.figures import compare_figure  # noqa: F401 - the public builder exists
+from scalewatch.server import limits
 
 
 def test_markdown_in_names_is_inert() -> None:
@@ -20,7 +20,7 @@ def test_markdown_in_names_is_inert() -> None:
 
 
 def test_run_table_link_escapes_the_name(api) -> None:
-    from dashboard.data import run_row
+    from scalewatch.dashboard.data import run_row
 
     row = run_row(
         {
@@ -39,7 +39,7 @@ def test_run_table_link_escapes_the_name(api) -> None:
 
 
 def test_plotly_labels_are_escaped() -> None:
-    from dashboard.figures.run import run_figure
+    from scalewatch.dashboard.figures.run import run_figure
 
     fig = run_figure(
         {"compute": [1.0, 2.0], "values": [0.1, 0.2]},

@@ -10,9 +10,9 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from dashboard.callback_client import dash_call
-from server.db.models import utcnow
-from server.scopes import AUTH_COOKIE
+from scalewatch.dashboard.callback_client import dash_call
+from scalewatch.server.db.models import utcnow
+from scalewatch.server.scopes import AUTH_COOKIE
 from tests.conftest import make_app
 from tests.security.conftest import authed_app
 

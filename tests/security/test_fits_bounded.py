@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from server import limits
+from scalewatch.server import limits
 from tests.conftest import make_app
 from tests.support.live_server import LiveServer
 

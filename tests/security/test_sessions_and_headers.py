@@ -7,9 +7,9 @@ import logging
 
 from fastapi.testclient import TestClient
 
-from server.api.deps import TokenCache
-from server.background import OutageLog, PollingWorker
-from server.scopes import AUTH_COOKIE
+from scalewatch.server.api.deps import TokenCache
+from scalewatch.server.background import OutageLog, PollingWorker
+from scalewatch.server.scopes import AUTH_COOKIE
 from tests.conftest import make_app
 from tests.security.conftest import authed_app
 
@@ -136,7 +136,7 @@ def test_an_outage_logs_once_per_state_change(caplog) -> None:
                 self._stop.set()
             return 0
 
-    import server.background as bg
+    import scalewatch.server.background as bg
 
     fresh = OutageLog()
     old, bg.outage = bg.outage, fresh

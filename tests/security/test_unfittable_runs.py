@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from server.refit import Refitter
+from scalewatch.server.refit import Refitter
 
 N = 60
 SIGMOID = (0.2 + 0.5 / (1 + np.exp(-np.linspace(-5, 5, N)))).tolist()
@@ -94,7 +94,7 @@ def test_a_comparison_the_engine_cannot_make_is_a_message_not_a_500(api) -> None
     assert body["comparison"]["message"].startswith("comparison failed: "), body["comparison"]
     assert body["comparison"]["pairs"] == []
     # the dashboard's Compare page shares the service and shows the message as its verdict
-    from dashboard import data
+    from scalewatch.dashboard import data
 
     detail = data.compare_detail(api.app.state.store, [a, b], None, 1e4)
     lines = data.verdict_lines(detail["comparison"], "GPU-h")

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from server.alerts import targets
-from server.alerts.webhooks import WebhookSender, post
-from server.db.models import utcnow
+from scalewatch.server.alerts import targets
+from scalewatch.server.alerts.webhooks import WebhookSender, post
+from scalewatch.server.db.models import utcnow
 from tests.alerts.helpers import Receiver
 from tests.security.conftest import authed_app
 from tests.support.polling import wait_for
@@ -75,7 +75,7 @@ def test_allow_private_setting_lets_loopback_through_but_never_metadata(sqlite_u
 def test_serve_has_the_flag() -> None:
     import argparse
 
-    from server import cli
+    from scalewatch.server import cli
 
     parser = argparse.ArgumentParser()
     cli.register(parser.add_subparsers())

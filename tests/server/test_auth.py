@@ -91,7 +91,7 @@ def test_tokens_are_stored_hashed_and_revocable(authed):
     app, client, tokens = authed
     from sqlalchemy import select
 
-    from server.db.models import ApiToken
+    from scalewatch.server.db.models import ApiToken
 
     with app.state.store.session() as s:
         stored = s.scalars(select(ApiToken.token_hash)).all()

@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from server.cli import register
+from scalewatch.server.cli import register
 from tests.server.test_schema_and_cli import run_cli
 from tests.support.live_server import LiveServer
 

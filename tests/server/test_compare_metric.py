@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dashboard import data
+from scalewatch.dashboard import data
 from tests.support.curves import noisy_sigmoid
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from server.config import Settings, environment_variables, load_settings
+from scalewatch.server.config import Settings, environment_variables, load_settings
 
 SERVER_VARIABLES = {
     # variable: (field, value set, expected)

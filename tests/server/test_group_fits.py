@@ -4,7 +4,7 @@ changes, and Compare between groups (and a group against a run)."""
 
 from __future__ import annotations
 
-from server.refit import Refitter
+from scalewatch.server.refit import Refitter
 from tests.server.test_refit_api import TRUE, post_series, synthetic
 from tests.support.polling import wait_for
 
@@ -140,7 +140,7 @@ def test_compare_groups_and_a_group_with_a_run(api) -> None:  # noqa: ANN001
 def test_a_group_that_stays_dirty_does_not_starve_its_seeds_fits(api) -> None:  # noqa: ANN001
     """While a seed keeps logging, its group is dirty again after every group fit: the
     refitter must still come back to the seed's own series (they take turns)."""
-    from server.ingest import PointRow
+    from scalewatch.server.ingest import PointRow
 
     store = api.app.state.store
     rid = api.post("/api/v1/runs", json={"project": "p", "name": "a", "group": "g"}).json()["id"]
@@ -165,7 +165,7 @@ def test_two_workers_fit_each_group_once(store) -> None:  # noqa: ANN001
     once (the group claim is a compare-and-set lease, like a series')."""
     import threading
 
-    from server.ingest import PointRow
+    from scalewatch.server.ingest import PointRow
 
     for g in range(3):
         for k in range(2):

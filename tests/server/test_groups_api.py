@@ -8,7 +8,7 @@ import json
 
 from sqlalchemy import select
 
-from server.db.group_models import GroupSeries
+from scalewatch.server.db.group_models import GroupSeries
 
 
 def _marks(api) -> dict[tuple[str, str], tuple[int, int]]:  # noqa: ANN001

@@ -7,9 +7,9 @@ import random
 import pytest
 from sqlalchemy import text
 
-from server.ingest import PointRow
-from server.store import points_sql
-from server.store.chunks import COLUMNS, all_levels
+from scalewatch.server.ingest import PointRow
+from scalewatch.server.store import points_sql
+from scalewatch.server.store.chunks import COLUMNS, all_levels
 
 
 def _rows(metric: str, steps: list[int], rng: random.Random, base: float = 0.0) -> list[PointRow]:
@@ -124,7 +124,7 @@ def test_sparse_series_falls_back_to_the_raw_query(seeded, monkeypatch):
 def test_migration_fills_chunks_from_existing_points(empty_database_url):
     from sqlalchemy import create_engine
 
-    from server.db.migrate import upgrade
+    from scalewatch.server.db.migrate import upgrade
 
     engine = create_engine(empty_database_url)
     try:

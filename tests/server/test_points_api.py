@@ -5,7 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 
-from server import limits
+from scalewatch.server import limits
 
 
 def new_run(api, name="run"):

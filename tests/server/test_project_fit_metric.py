@@ -8,7 +8,7 @@ from sqlalchemy import select
 
 
 def _refits(api, run_id: int) -> dict[str, int]:  # noqa: ANN001
-    from server.db.models import Series
+    from scalewatch.server.db.models import Series
 
     with api.app.state.store.engine.connect() as c:
         rows = c.execute(select(Series.name, Series.refit_requested).where(

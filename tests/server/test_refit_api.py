@@ -6,7 +6,7 @@ import threading
 
 from fastapi.testclient import TestClient
 
-from server.refit import Refitter
+from scalewatch.server.refit import Refitter
 from tests.conftest import make_app
 from tests.support.curves import noisy_sigmoid
 from tests.support.polling import wait_for
@@ -154,7 +154,7 @@ def test_stateless_fit_and_compare(api):
 
 
 def test_failing_fit_never_affects_ingestion(database_url, monkeypatch):
-    import server.refit.worker as worker
+    import scalewatch.server.refit.worker as worker
 
     def boom(*_a, **_k):
         raise RuntimeError("fit exploded")
@@ -179,7 +179,7 @@ def test_two_refitters_never_fit_one_series_at_once(database_url):
         run, _ = store.get_or_create_run("p", f"r{i}")
         ids.append(run["id"])
         c, y = synthetic(seed=i)
-        from server.ingest import PointRow
+        from scalewatch.server.ingest import PointRow
 
         store.ingest_points(
             run["id"],

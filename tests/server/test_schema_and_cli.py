@@ -10,7 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, inspect, text
 
-from server.db.migrate import current_revision, head_revision, upgrade
+from scalewatch.server.db.migrate import current_revision, head_revision, upgrade
 from tests.conftest import make_app
 
 
@@ -165,7 +165,7 @@ def test_0008_groups_upgrade_keeps_data(empty_database_url):
     and groups work on the upgraded data."""
     from sqlalchemy.exc import IntegrityError
 
-    from server.store import SqlStore
+    from scalewatch.server.store import SqlStore
 
     engine = create_engine(empty_database_url)
     upgrade(engine, "0007")

@@ -18,7 +18,7 @@ def _app(url: str):
         app = make_app(url)
         store = app.state.store
         run, _ = store.get_or_create_run("fuzz", "seed")
-        from server.ingest import PointRow
+        from scalewatch.server.ingest import PointRow
 
         store.ingest_points(
             run["id"], [PointRow("reward", s, s * 1.0, 0.1, None) for s in range(30)]

@@ -23,7 +23,7 @@ TEMPLATE = f"sw_tmpl_{os.getpid()}"
 
 def migrated_sqlite(directory: Path, filename: str = "scalewatch.db") -> str:
     """The URL of a new SQLite database in ``directory``, upgraded to the latest schema."""
-    from server.db.migrate import upgrade
+    from scalewatch.server.db.migrate import upgrade
 
     url = f"sqlite:///{Path(directory) / filename}"
     engine = create_engine(url)
@@ -57,7 +57,7 @@ class Postgres:
         return make_url(ADMIN_URL).set(database=name).render_as_string(hide_password=False)
 
     def _build_template(self) -> None:
-        from server.db.migrate import upgrade
+        from scalewatch.server.db.migrate import upgrade
 
         with self.admin.connect() as conn:
             conn.execute(text(f'DROP DATABASE IF EXISTS "{TEMPLATE}" WITH (FORCE)'))

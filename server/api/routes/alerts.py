@@ -6,12 +6,12 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query, Response
 
-from server import limits
-from server.alerts.kinds import GROUP_KINDS, GROUP_ONLY_KINDS, AlertKind
-from server.alerts.rules import RuleError, normalize_params
-from server.alerts.targets import UnsafeTarget, check_url
-from server.api.deps import AUTH_RESPONSES, READ, WRITE, SettingsDep, StoreDep
-from server.api.schemas import (
+from scalewatch.server import limits
+from scalewatch.server.alerts.kinds import GROUP_KINDS, GROUP_ONLY_KINDS, AlertKind
+from scalewatch.server.alerts.rules import RuleError, normalize_params
+from scalewatch.server.alerts.targets import UnsafeTarget, check_url
+from scalewatch.server.api.deps import AUTH_RESPONSES, READ, WRITE, SettingsDep, StoreDep
+from scalewatch.server.api.schemas import (
     ID_MAX,
     AlertList,
     AlertOut,
@@ -23,9 +23,9 @@ from server.api.schemas import (
     RulePatch,
     not_found,
 )
-from server.config import Settings
-from server.scopes import redact_delivery, webhook_host_only
-from server.store import NotFound, Store
+from scalewatch.server.config import Settings
+from scalewatch.server.scopes import redact_delivery, webhook_host_only
+from scalewatch.server.store import NotFound, Store
 
 router = APIRouter(prefix="/api/v1", tags=["alerts"], responses=AUTH_RESPONSES)
 State = Literal["open", "acknowledged", "resolved", "active"]

@@ -10,10 +10,10 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
 from pydantic import Field
 
-from server import limits
-from server.api.deps import AUTH_RESPONSES, READ, StoreDep
-from server.api.fitpool import FitFailed, FitPool, FitTimeout, thin_for_paper
-from server.api.schemas import (
+from scalewatch.server import limits
+from scalewatch.server.api.deps import AUTH_RESPONSES, READ, StoreDep
+from scalewatch.server.api.fitpool import FitFailed, FitPool, FitTimeout, thin_for_paper
+from scalewatch.server.api.schemas import (
     CompareOut,
     ErrorOut,
     FitHistory,
@@ -23,10 +23,10 @@ from server.api.schemas import (
     PathId,
     not_found,
 )
-from server.services.compare import api_response
-from server.services.compare_groups import load_inputs
-from server.services.fits import latest_or_pending, public_fit
-from server.store.fit_records import PublicFit
+from scalewatch.server.services.compare import api_response
+from scalewatch.server.services.compare_groups import load_inputs
+from scalewatch.server.services.fits import latest_or_pending, public_fit
+from scalewatch.server.store.fit_records import PublicFit
 
 router = APIRouter(prefix="/api/v1", tags=["fits"], responses=AUTH_RESPONSES, dependencies=[READ])
 RUN_404 = not_found("run")

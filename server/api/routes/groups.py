@@ -6,10 +6,14 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from server import limits
-from server.api.deps import AUTH_RESPONSES, READ, StoreDep
-from server.api.schemas import GroupFitHistory, GroupFitOut, GroupList, not_found
-from server.services.groups import group_metric, latest_group_or_pending, public_group_fit
+from scalewatch.server import limits
+from scalewatch.server.api.deps import AUTH_RESPONSES, READ, StoreDep
+from scalewatch.server.api.schemas import GroupFitHistory, GroupFitOut, GroupList, not_found
+from scalewatch.server.services.groups import (
+    group_metric,
+    latest_group_or_pending,
+    public_group_fit,
+)
 
 router = APIRouter(prefix="/api/v1/groups", tags=["groups"], responses=AUTH_RESPONSES,
                    dependencies=[READ])

@@ -5,8 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 
-from server.api.schemas import Health, Readiness
-from server.background import outage
+from scalewatch.server.api.schemas import Health, Readiness
+from scalewatch.server.background import outage
 
 router = APIRouter(tags=["health"])
 
@@ -24,7 +24,7 @@ def healthz() -> dict:
 )
 def readyz(request: Request) -> JSONResponse:
     """The database is reachable and its schema is current."""
-    from server.db.migrate import head_revision, schema_is_current
+    from scalewatch.server.db.migrate import head_revision, schema_is_current
 
     store = request.app.state.store
     try:

@@ -22,9 +22,9 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
-from server import limits
-from server.api.guards import token_from_header
-from server.api.mlflow_compat import (
+from scalewatch.server import limits
+from scalewatch.server.api.guards import token_from_header
+from scalewatch.server.api.mlflow_compat import (
     COMPUTE_UNIT,
     DEFAULT_EXPERIMENT_ID,
     DEFAULT_EXPERIMENT_NAME,
@@ -41,11 +41,11 @@ from server.api.mlflow_compat import (
     run_json,
     tag_changes,
 )
-from server.config import Settings
-from server.ingest import IngestError
-from server.scopes import SCOPE_RANK
-from server.store import NotFound
-from server.store.base import RunQuery, Store
+from scalewatch.server.config import Settings
+from scalewatch.server.ingest import IngestError
+from scalewatch.server.scopes import SCOPE_RANK
+from scalewatch.server.store import NotFound
+from scalewatch.server.store.base import RunQuery, Store
 
 PREFIX = "/api/2.0/mlflow"
 router = APIRouter(prefix=PREFIX, include_in_schema=False)

@@ -9,10 +9,17 @@ from fastapi import APIRouter, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
-from server import limits
-from server.api.deps import AUTH_RESPONSES, READ, WRITE, StoreDep
-from server.api.schemas import ErrorOut, IngestResult, PathId, PointsIn, PointsOut, not_found
-from server.ingest import IngestError, decode_body, validate_points
+from scalewatch.server import limits
+from scalewatch.server.api.deps import AUTH_RESPONSES, READ, WRITE, StoreDep
+from scalewatch.server.api.schemas import (
+    ErrorOut,
+    IngestResult,
+    PathId,
+    PointsIn,
+    PointsOut,
+    not_found,
+)
+from scalewatch.server.ingest import IngestError, decode_body, validate_points
 
 router = APIRouter(prefix="/api/v1/runs", tags=["points"], responses=AUTH_RESPONSES)
 RUN_404 = not_found("run")

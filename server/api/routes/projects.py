@@ -6,10 +6,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path
 
-from server import limits
-from server.api.deps import AUTH_RESPONSES, READ, WRITE, StoreDep
-from server.api.schemas import ProjectOut, ProjectPatch, not_found
-from server.store.base import NotFound
+from scalewatch.server import limits
+from scalewatch.server.api.deps import AUTH_RESPONSES, READ, WRITE, StoreDep
+from scalewatch.server.api.schemas import ProjectOut, ProjectPatch, not_found
+from scalewatch.server.store.base import NotFound
 
 router = APIRouter(prefix="/api/v1/projects", tags=["projects"], responses=AUTH_RESPONSES)
 ProjectName = Annotated[str, Path(min_length=1, max_length=limits.MAX_NAME_LENGTH)]

@@ -6,9 +6,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
 
-from server import limits
-from server.api.deps import ADMIN, AUTH_RESPONSES, READ, WRITE, StoreDep
-from server.api.schemas import (
+from scalewatch.server import limits
+from scalewatch.server.api.deps import ADMIN, AUTH_RESPONSES, READ, WRITE, StoreDep
+from scalewatch.server.api.schemas import (
     PathId,
     RunCreate,
     RunList,
@@ -17,7 +17,7 @@ from server.api.schemas import (
     RunStatus,
     not_found,
 )
-from server.store.base import RunQuery
+from scalewatch.server.store.base import RunQuery
 
 router = APIRouter(prefix="/api/v1/runs", tags=["runs"], responses=AUTH_RESPONSES)
 NOT_FOUND = not_found("run")

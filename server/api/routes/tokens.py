@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter, HTTPException, Request
 
-from server.api.deps import ADMIN, AUTH_RESPONSES, StoreDep
-from server.api.schemas import PathId, TokenCreate, TokenCreated, TokenList, not_found
+from scalewatch.server.api.deps import ADMIN, AUTH_RESPONSES, StoreDep
+from scalewatch.server.api.schemas import PathId, TokenCreate, TokenCreated, TokenList, not_found
 
 router = APIRouter(
     prefix="/api/v1/tokens", tags=["tokens"], responses=AUTH_RESPONSES, dependencies=[ADMIN]
