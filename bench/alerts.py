@@ -3,9 +3,9 @@
     .venv/bin/python bench/alerts.py [--stable 50] [--broken 10] [--evals 100]
 
 The engine and the rule exactly as the server runs them (``fit_curve`` with the previous fit
-as warm start, then ``scalewatch.server.alerts.evaluate.asymptote_drop`` against the best ``ok`` fit so
-far, with the open/closed state carried between refits), without the HTTP and database
-round trips, so hundreds of runs stay affordable.  Runs are shaped by the paper's Table 1
+as warm start, then ``scalewatch.server.alerts.evaluate.asymptote_drop`` against the best
+``ok`` fit so far, with the open/closed state carried between refits), without the HTTP and
+database round trips, so hundreds of runs stay affordable.  Runs are shaped by the paper's Table 1
 fits and last 8 x C_mid:
 
 * **broken**: from half its compute the run's values fall by 0.10 over 20 evaluations and

@@ -2,6 +2,10 @@
 
 Every `import` in the project's source counts, including the ones inside functions: a lazy
 import is still a dependency. A new package fails here until it is given its place below.
+
+Units are named by folder: `server.store` is the folder server/store/, imported as
+`scalewatch.server.store` (the service's folders install under the `scalewatch` namespace; their
+folder names are never import names, see test_service_folders_are_imported_under_scalewatch).
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 OURS = ("server", "dashboard", "trainer_client", "bench", "migrations")
+# Folders installed under the `scalewatch` namespace (pyproject.toml, [tool.setuptools]).
+NAMESPACED = ("server", "dashboard", "migrations")
 SERVER_UNITS = {p.stem for p in (ROOT / "server").iterdir() if p.suffix == ".py" or p.is_dir()}
 
 # unit -> the other units it may import. A unit is a top-level package, or `server.<module>`.
@@ -97,20 +103,38 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
+def _absolute_imports(path: Path) -> Iterator[str]:
+    """Import names as written in `path`'s absolute imports (`from a import b` yields `a`)."""
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            yield node.module
+
+
+def _folder_name(name: str) -> str:
+    """`scalewatch.server.store` -> `server.store`, the folder-based name units use."""
+    head, _, rest = name.partition(".")
+    if head == "scalewatch" and rest.split(".")[0] in NAMESPACED:
+        return rest
+    return name
+
+
 def _imports(path: Path) -> Iterator[str]:
-    """Full names of everything `path` imports (`from a import b` yields `a.b` and `a`)."""
+    """Full names of everything `path` imports (`from a import b` yields `a.b` and `a`), the
+    service's packages by folder (`scalewatch.server.x` is `server.x`)."""
     module = _module_name(path)
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
-            yield from (alias.name for alias in node.names)
+            yield from (_folder_name(alias.name) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
+            base = _folder_name(node.module or "")
             if node.level:
                 anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
                 base = ".".join(anchor + ([node.module] if node.module else []))
             yield base
-            yield from (f"{base}.{alias.name}" for alias in node.names)
+            yield from (_folder_name(f"{base}.{alias.name}") for alias in node.names)
 
 
 def _unit(name: str) -> str | None:
@@ -162,6 +186,18 @@ def test_every_import_goes_the_allowed_way() -> None:
     assert not wrong, "imports against the direction in docs/architecture.md:\n" + "\n".join(
         sorted(set(wrong))
     )
+
+
+def test_service_folders_are_imported_under_scalewatch() -> None:
+    """server/, dashboard/ and migrations/ exist only as `scalewatch.server` etc.: an import of
+    a bare `server`, `dashboard` or `migrations` works in no install (issue 14)."""
+    wrong = []
+    for top in (*OURS, "tests"):
+        for path in sorted((ROOT / top).rglob("*.py")):
+            for name in _absolute_imports(path):
+                if name.split(".")[0] in NAMESPACED:
+                    wrong.append(f"{path.relative_to(ROOT)} imports {name}")
+    assert not wrong, "import these as scalewatch.<name>:\n" + "\n".join(sorted(set(wrong)))
 
 
 def test_fitting_uses_only_numpy_and_scipy() -> None:

@@ -1,7 +1,9 @@
 """The `scalewatch` command. Standard library only: server subcommands import lazily.
 
-The base install (trainer client) has `sync` and `pipelinerl-sidecar`; `serve`, `db`,
-`token` and `fit` need the server extra and say how to install it when it is missing.
+The client-only install (the trainer's, `trainer_client` alone) has `sync`, `follow`, `import`
+and `pipelinerl-sidecar`; `serve`, `db`, `token` and `fit` need the service
+(`scalewatch.server`, installed with the server extra) and say how to install it when it is
+missing.
 """
 
 from __future__ import annotations
@@ -24,14 +26,19 @@ SERVER_HELP = {
     "simulate": "simulated ScaleRL trainers posting to a server",
 }
 
-SERVER_MODULES = ("fastapi", "sqlalchemy", "alembic", "uvicorn", "numpy", "scipy")
+SERVER_MODULES = ("scalewatch.server", "fastapi", "sqlalchemy", "alembic", "uvicorn", "numpy",
+                  "scipy")
 
 
 def _missing_server_module() -> str | None:
     from importlib.util import find_spec
 
     for name in SERVER_MODULES:
-        if find_spec(name) is None:
+        try:
+            found = find_spec(name) is not None
+        except ModuleNotFoundError:  # `scalewatch` itself is missing (the client-only install)
+            found = False
+        if not found:
             return name
     return None
 

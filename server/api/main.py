@@ -1,4 +1,5 @@
-"""ASGI entry point for `uvicorn --factory scalewatch.server.api.main:build_app` (used by --workers N).
+"""ASGI entry point for `uvicorn --factory scalewatch.server.api.main:build_app` (used by
+--workers N).
 
 Settings come from SCALEWATCH_* environment variables, which `scalewatch serve` sets from its
 flags before handing over to uvicorn.

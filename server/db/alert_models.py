@@ -1,8 +1,8 @@
 """Alert tables: rules, alerts (one active per rule and run), and the webhook outbox.
 
-They extend the shared `Base` of `scalewatch.server.db.models` (this module imports that one, never the
-other way round); whatever needs the whole schema on `Base.metadata` imports both (the store's
-alert mixins, `migrations/env.py`).
+They extend the shared `Base` of `scalewatch.server.db.models` (this module imports that one,
+never the other way round); whatever needs the whole schema on `Base.metadata` imports both (the
+store's alert mixins, `migrations/env.py`).
 
 * `alerts.open_key` is `"<rule_id>:<run_id>"` (a group rule: `"<rule_id>:g<hash of the
   group>"`, plus `":<run_id>"` for one seed) while an alert is active (open or acknowledged)

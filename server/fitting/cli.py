@@ -1,7 +1,7 @@
 """``scalewatch fit FILE.csv``: fit one curve from a CSV file.
 
-    python -m scalewatch.server.fitting.cli FILE.csv [--compute COL] [--value COL] [--r0 X] [--warmup C]
-        [--fit-until C] [--target C] [--method default|paper] [--range LO HI] [--json]
+    python -m scalewatch.server.fitting.cli FILE.csv [--compute COL] [--value COL] [--r0 X]
+        [--warmup C] [--fit-until C] [--target C] [--method default|paper] [--range LO HI] [--json]
         [--plot out.png]
 
 Exit codes: 0 fitted (whatever the status), 2 bad input (one line on stderr).

@@ -1,17 +1,19 @@
 """The shape of a stored fit: what the store hands back for a fit row and the API returns.
 
-Defined here, not in `scalewatch.server.fitting`, because it is a storage and wire format: the fitting
-engine produces a `FitResult`; `scalewatch.server.services.fits` turns it into a `FitRecord` (the one place
-that does), the store keeps it as JSON, and the API and dashboard read it back. Plain typed dicts
-(not dataclasses) so a record goes to JSON and back without conversion.
+Defined here, not in `scalewatch.server.fitting`, because it is a storage and wire format: the
+fitting engine produces a `FitResult`; `scalewatch.server.services.fits` turns it into a
+`FitRecord` (the one place that does), the store keeps it as JSON, and the API and dashboard
+read it back. Plain typed dicts (not dataclasses) so a record goes to JSON and back without
+conversion.
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal, TypedDict
 
-# "pending": no fit stored yet and one is queued (see `scalewatch.server.services.fits.latest_or_pending`);
-# the other three are `scalewatch.server.fitting.result.STATUSES`.
+# "pending": no fit stored yet and one is queued (see
+# `scalewatch.server.services.fits.latest_or_pending`); the other three are
+# `scalewatch.server.fitting.result.STATUSES`.
 FitStatus = Literal["ok", "unidentified", "insufficient_data", "pending"]
 
 Interval = list[float | None]

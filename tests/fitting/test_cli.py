@@ -1,4 +1,4 @@
-"""The ``scalewatch fit`` CLI, run as ``python -m scalewatch.server.fitting.cli`` in a subprocess."""
+"""The ``scalewatch fit`` CLI, run as ``python -m scalewatch.server.fitting.cli`` (a subprocess)."""
 
 from __future__ import annotations
 

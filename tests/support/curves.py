@@ -1,8 +1,8 @@
 """Synthetic evaluation curves: the ScaleRL sigmoid plus serially correlated noise.
 
-Deliberately independent of ``scalewatch.server.fitting`` (a fit test must not generate its truth with the
-code it checks). Each helper draws from its own ``numpy`` generator seeded by ``seed``, so a
-curve depends only on its arguments.
+Deliberately independent of ``scalewatch.server.fitting`` (a fit test must not generate its
+truth with the code it checks). Each helper draws from its own ``numpy`` generator seeded by
+``seed``, so a curve depends only on its arguments.
 """
 
 from __future__ import annotations
