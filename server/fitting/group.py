@@ -25,8 +25,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .fit import a_lower_bound, fit_curve, prepare, withheld_because
-from .intervals import DRIFT_RATE, M_CLIP, N_STORED, band, extra_half_width, widen
-from .model import FloatArray, curves_many
+from .intervals import DRIFT_RATE, M_CLIP, at_target, q95, thin_draws
 from .pooled import Seed, sample_pooled
 from .posterior import posterior_axes
 from .result import FitOptions, FitResult
@@ -81,11 +80,6 @@ class GroupFitResult:
             seed_spread=dict(d.get("seed_spread") or {}),
             member_info=tuple({k: m.get(k) for k in keys} for m in members),
         )
-
-
-def _q95(v: FloatArray) -> tuple[float, float]:
-    lo, hi = np.quantile(v, [0.025, 0.975])
-    return float(lo), float(hi)
 
 
 def fit_group(
@@ -161,18 +155,17 @@ def _pooled(
     cm = c0 * np.exp(np.clip(d.m, -M_CLIP, M_CLIP))
     r0_mean = d.r0_seeds.mean(axis=1)
     raw = np.column_stack([d.a, d.b, cm, r0_mean])
-    step = max(1, raw.shape[0] // N_STORED)
-    stored = raw[::step][:N_STORED]
+    stored = thin_draws(raw)
     for j, i in enumerate(idx):
         off = d.a_seeds[:, j] - d.a
-        o_lo, o_hi = _q95(off)
+        o_lo, o_hi = q95(off)
         med = float(np.median(off))
         clear = (o_lo > 0 or o_hi < 0) and abs(med) >= OFF_MARGIN
         info[i].update(offset=med, offset_ci=[o_lo, o_hi], off_curve=bool(clear),
                        reason=(f"its ceiling is {med:+.3f} off the recipe's" if clear else ""))
     fit_range = (min(p.fit_range[0] for p in (preps[i] for i in idx)),
                  max(p.fit_range[1] for p in (preps[i] for i in idx)))
-    ci = {"A": _q95(d.a), "B": _q95(d.b), "C_mid": _q95(cm)}
+    ci = {"A": q95(d.a), "B": q95(d.b), "C_mid": q95(cm)}
     drift = DRIFT_RATE if options.drift_rate is None else max(float(options.drift_rate), 0.0)
     # One seed's evaluation at the target: evaluation noise plus the seed spread of A.
     spread_var = float(np.mean(d.spread**2))
@@ -180,13 +173,8 @@ def _pooled(
     q = max(float(fits[i].q) for i in idx)  # type: ignore[arg-type]
     forecast = curve_iv = pred_iv = None
     if target is not None:
-        t = np.array([target])
-        forecast = float(np.median(curves_many(t, stored)[:, 0]))
-        c_lo, c_hi = band(t, stored, np.empty((0, 4)))
-        curve_iv = (float(c_lo[0]), float(c_hi[0]))
-        extra = extra_half_width(q, eval_sd, drift, float(np.log(target / fit_range[1])))
-        p_lo, p_hi = widen(c_lo, c_hi, np.array([forecast]), extra)
-        pred_iv = (float(max(p_lo[0], lo)), float(min(p_hi[0], hi)))
+        forecast, curve_iv, pred_iv = at_target(target, stored, q, eval_sd, drift,
+                                                float(np.log(target / fit_range[1])), (lo, hi))
     draws = tuple(tuple(map(float, r)) for r in stored)
     sources = {preps[i].r0_source for i in idx}
     n_points = int(sum(preps[i].y.size for i in idx))
@@ -206,7 +194,7 @@ def _pooled(
     )
     k = len(idx)
     spread = {"n": k, "sd": float(np.median(d.spread)) if k >= 2 else None,
-              "ci": list(_q95(d.spread)) if k >= 2 else None}
+              "ci": list(q95(d.spread)) if k >= 2 else None}
     if why is not None:
         a_lo, a_hi = ci["A"]
         result = FitResult(

@@ -207,6 +207,36 @@ def band(
     return lo, hi
 
 
+def q95(v: FloatArray) -> tuple[float, float]:
+    """The central 95% interval of draws ``v``."""
+    lo, hi = np.quantile(v, [0.025, 0.975])
+    return float(lo), float(hi)
+
+
+def thin_draws(raw: FloatArray) -> FloatArray:
+    """The subsample of posterior draws (rows A, B, C_mid, R0) a result keeps: the forecast and
+    the intervals at the target are computed from it, so a reloaded result reproduces them."""
+    step = max(1, raw.shape[0] // N_STORED)
+    return raw[::step][:N_STORED]
+
+
+def at_target(
+    target: float, stored: FloatArray, q: float, noise_sd: float, drift_rate: float,
+    beyond: float, value_range: tuple[float, float],
+) -> tuple[float, tuple[float, float], tuple[float, float]]:
+    """(forecast, curve interval, prediction interval) at ``target`` from stored draws: the
+    posterior median of the curve, its 95% band, and that band widened by the noise of one
+    evaluation and the misspecification allowance ``beyond`` = ln(target / window end)."""
+    lo, hi = value_range
+    t = np.array([target])
+    forecast = float(np.median(curves_many(t, stored)[:, 0]))
+    c_lo, c_hi = band(t, stored, np.empty((0, 4)))
+    extra = extra_half_width(q, noise_sd, drift_rate, beyond)
+    p_lo, p_hi = widen(c_lo, c_hi, np.array([forecast]), extra)
+    return (forecast, (float(c_lo[0]), float(c_hi[0])),
+            (float(max(p_lo[0], lo)), float(min(p_hi[0], hi))))
+
+
 @dataclass(frozen=True)
 class PosteriorSummary:
     a_median: float
@@ -232,31 +262,16 @@ def posterior_summary(
     seed: int = 0,
     drift_rate: float = DRIFT_RATE,
 ) -> PosteriorSummary:
-    """Intervals and the point forecast from the grid posterior (``posterior.py``)."""
-    lo, hi = value_range
+    """Intervals and the point forecast from the grid posterior (``ar1.py``)."""
     post, _ = ar1.sample(x, y, r0, value_range, m_axis, b_axis, seed=seed)
     a, m, b, r0d = post.draws.T
     cm = c0 * np.exp(np.clip(m, -M_CLIP, M_CLIP))
-    raw = np.column_stack([a, b, cm, r0d])
-
-    def q95(v: FloatArray) -> tuple[float, float]:
-        lo_, hi_ = np.quantile(v, [0.025, 0.975])
-        return float(lo_), float(hi_)
-
-    # The stored subsample is what the result keeps: the forecast and the intervals at the
-    # target are computed from it, so a reloaded result reproduces them exactly.
-    step = max(1, raw.shape[0] // N_STORED)
-    stored = raw[::step][:N_STORED]
+    stored = thin_draws(np.column_stack([a, b, cm, r0d]))
     forecast = curve_iv = pred_iv = None
     if target is not None:
-        t = np.array([target])
-        forecast = float(np.median(curves_many(t, stored)[:, 0]))
-        c_lo, c_hi = band(t, stored, np.empty((0, 4)))
-        curve_iv = (float(c_lo[0]), float(c_hi[0]))
         beyond = float(np.log(max(target, 1e-300) / c0)) - float(x[-1])
-        extra = extra_half_width(unc.q, unc.eval_sd, drift_rate, beyond)
-        p_lo, p_hi = widen(c_lo, c_hi, np.array([forecast]), extra)
-        pred_iv = (float(max(p_lo[0], lo)), float(min(p_hi[0], hi)))
+        forecast, curve_iv, pred_iv = at_target(target, stored, unc.q, unc.eval_sd, drift_rate,
+                                                beyond, value_range)
     return PosteriorSummary(
         a_median=float(np.median(a)), ci_a=q95(a), ci_b=q95(b), ci_cmid=q95(cm),
         forecast=forecast, curve_interval=curve_iv, predicted_interval=pred_iv,
