@@ -45,9 +45,8 @@ from typing import Any
 
 from trainer_client.limits import MAX_NAME_LENGTH, MAX_STEP
 from trainer_client.pipelinerl import _Tail
-from trainer_client.records import STATE_FILE, TIME_KEYS, Compute, log_record
+from trainer_client.records import TIME_KEYS, Compute, Follower, log_record
 from trainer_client.run import Run, init
-from trainer_client.spool import _atomic_write
 from trainer_client.tensorboard import TensorBoardFollower, tensorboard_records
 
 logger = logging.getLogger("scalewatch.follow")
@@ -109,44 +108,23 @@ def _line_file(fmt: str, path: Path) -> Path:
     return found[-1]
 
 
-class LineFollower:
+class LineFollower(Follower):
     """Tails one JSON-lines file into a run; :meth:`poll_once` is one pass."""
 
     def __init__(self, fmt: str, path: str | os.PathLike, run: Run, step_key: str = "step",
                  compute: str = "step") -> None:
-        self.fmt, self.run, self.step_key = fmt, run, step_key
-        self.path = Path(path).resolve()
-        self.state_path = run.spool.dir / STATE_FILE
-        st = self._load_state()
-        self.tail = _Tail(self.path, st.get("tail"))
-        self.compute = Compute(compute, **st.get("compute", {}))
-        self.posted = 0
+        super().__init__(path, run, compute)
+        self.fmt, self.step_key = fmt, step_key
+        self.tail = _Tail(self.path, self.saved.get("tail"))
 
-    def _load_state(self) -> dict[str, Any]:
-        try:
-            st = json.loads(self.state_path.read_text("utf-8"))
-        except (OSError, ValueError):
-            return {}
-        return st if st.get("path") == str(self.path) else {}
+    def _tail_state(self) -> Any:
+        return self.tail.state()
 
-    def _save_state(self) -> None:
-        st = {"path": str(self.path), "tail": self.tail.state(), "compute": self.compute.state()}
-        try:
-            _atomic_write(self.state_path, json.dumps(st).encode("utf-8"), fsync=False)
-        except OSError as exc:
-            logger.warning("scalewatch follow: cannot save %s: %s", self.state_path, exc)
-
-    def poll_once(self) -> int:
-        n = 0
+    def _records(self) -> Iterator[tuple[int, dict[str, float], float | None]]:
         for line in self.tail.poll():
             rec = parse_line(line, self.fmt, self.step_key)
             if rec is not None:
-                step, metrics = rec
-                n += log_record(self.run, step, metrics, self.compute.of(step, metrics))
-        if self.run.flush(timeout=30):  # offsets are saved only once the points are spooled
-            self._save_state()
-        self.posted += n
-        return n
+                yield rec[0], rec[1], None
 
 
 def file_records(fmt: str, path: Path, step_key: str) -> Iterator[Record]:
@@ -244,7 +222,7 @@ def follow_main(args: argparse.Namespace) -> int:
         return sidecar_main(args)
     stop = _stop_event()
     compute = Compute(args.compute)  # validated before anything starts
-    follower: LineFollower | TensorBoardFollower
+    follower: Follower
     if args.format == "tensorboard":
         path = Path(args.path)
         run = _init(args, str(path), compute)

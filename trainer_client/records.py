@@ -3,12 +3,20 @@ becomes points, and where a follower keeps its state."""
 
 from __future__ import annotations
 
+import json
+import logging
 import math
+import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
 
 from trainer_client.limits import MAX_METRICS_PER_POINT
 from trainer_client.run import Run
+from trainer_client.spool import _atomic_write
+
+logger = logging.getLogger("scalewatch.follow")
 
 STATE_FILE = "follow_state.json"  # in the run's spool directory
 TIME_KEYS = ("_timestamp", "timestamp", "time")  # a record's wall-clock time, if it has one
@@ -74,3 +82,54 @@ def log_record(run: Run, step: int, metrics: dict[str, float], compute: float) -
     for i in range(0, len(items), MAX_METRICS_PER_POINT):  # the per-point cap of log()
         run.log(dict(items[i : i + MAX_METRICS_PER_POINT]), step=step, compute=compute)
     return len(items)
+
+
+class Follower:
+    """A follower of one log source: its run, the compute of its records, and a state file in
+    the run's spool directory, saved only once the points are spooled, so a restarted
+    follower resumes where it stopped.  Subclasses read the source (:meth:`_records`: what is
+    new since the last pass) and say where they are in it (:meth:`_tail_state`, saved under
+    ``STATE_KEY``); :meth:`poll_once` is one pass."""
+
+    STATE_KEY = "tail"
+    KEY_REQUIRED = False  # a saved state without STATE_KEY is ignored whole
+
+    def __init__(self, path: str | os.PathLike, run: Run, compute: str) -> None:
+        self.run = run
+        self.path = Path(path).resolve()
+        self.state_path = run.spool.dir / STATE_FILE
+        self.saved = self._load_state()
+        self.compute = Compute(compute, **self.saved.get("compute", {}))
+        self.posted = 0
+
+    def _load_state(self) -> dict[str, Any]:
+        try:
+            st = json.loads(self.state_path.read_text("utf-8"))
+        except (OSError, ValueError):
+            return {}
+        if st.get("path") != str(self.path) or (self.KEY_REQUIRED and self.STATE_KEY not in st):
+            return {}
+        return st
+
+    def _save_state(self) -> None:
+        st = {"path": str(self.path), self.STATE_KEY: self._tail_state(),
+              "compute": self.compute.state()}
+        try:
+            _atomic_write(self.state_path, json.dumps(st).encode("utf-8"), fsync=False)
+        except OSError as exc:
+            logger.warning("scalewatch follow: cannot save %s: %s", self.state_path, exc)
+
+    def _records(self) -> Iterator[tuple[int, dict[str, float], float | None]]:
+        raise NotImplementedError
+
+    def _tail_state(self) -> Any:
+        raise NotImplementedError
+
+    def poll_once(self) -> int:
+        n = 0
+        for step, metrics, t in self._records():
+            n += log_record(self.run, step, metrics, self.compute.of(step, metrics, t))
+        if self.run.flush(timeout=30):  # the state is saved only once the points are spooled
+            self._save_state()
+        self.posted += n
+        return n

@@ -11,8 +11,6 @@ per tag is saved with the spool, so nothing is sent twice.
 
 from __future__ import annotations
 
-import json
-import logging
 import math
 import os
 from collections.abc import Iterator
@@ -20,11 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from trainer_client.limits import MAX_NAME_LENGTH, MAX_STEP
-from trainer_client.records import STATE_FILE, Compute, log_record
+from trainer_client.records import Follower
 from trainer_client.run import Run
-from trainer_client.spool import _atomic_write
 
-logger = logging.getLogger("scalewatch.follow")
 EVENT_GLOB = "events.out.tfevents.*"
 
 
@@ -136,38 +132,19 @@ class TensorBoardTail:
         return [(s, by_step[s], times[s]) for s in sorted(by_step)]
 
 
-class TensorBoardFollower:
-    """Tails a TensorBoard log directory into a run; :meth:`poll_once` is one pass (the same
-    shape as ``LineFollower``)."""
+class TensorBoardFollower(Follower):
+    """Tails a TensorBoard log directory into a run; :meth:`poll_once` is one pass. Its saved
+    state is the last step sent per tag."""
+
+    STATE_KEY = "last"
+    KEY_REQUIRED = True
 
     def __init__(self, path: str | os.PathLike, run: Run, compute: str = "step") -> None:
-        self.run = run
-        self.path = Path(path).resolve()
-        self.state_path = run.spool.dir / STATE_FILE
-        st = self._load_state()
-        self.tail = TensorBoardTail(self.path, st.get("last"))
-        self.compute = Compute(compute, **st.get("compute", {}))
-        self.posted = 0
+        super().__init__(path, run, compute)
+        self.tail = TensorBoardTail(self.path, self.saved.get("last"))
 
-    def _load_state(self) -> dict[str, Any]:
-        try:
-            st = json.loads(self.state_path.read_text("utf-8"))
-        except (OSError, ValueError):
-            return {}
-        return st if st.get("path") == str(self.path) and "last" in st else {}
+    def _tail_state(self) -> Any:
+        return self.tail.last
 
-    def _save_state(self) -> None:
-        st = {"path": str(self.path), "last": self.tail.last, "compute": self.compute.state()}
-        try:
-            _atomic_write(self.state_path, json.dumps(st).encode("utf-8"), fsync=False)
-        except OSError as exc:
-            logger.warning("scalewatch follow: cannot save %s: %s", self.state_path, exc)
-
-    def poll_once(self) -> int:
-        n = 0
-        for step, metrics, wall_time in self.tail.poll():
-            n += log_record(self.run, step, metrics, self.compute.of(step, metrics, wall_time))
-        if self.run.flush(timeout=30):  # the state is saved only once the points are spooled
-            self._save_state()
-        self.posted += n
-        return n
+    def _records(self) -> Iterator[tuple[int, dict[str, float], float | None]]:
+        yield from self.tail.poll()
