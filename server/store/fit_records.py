@@ -98,3 +98,19 @@ def fit_summary(result: FitRecord | dict[str, Any] | None) -> dict[str, Any] | N
     if not result:
         return None
     return {k: result.get(k) for k in SUMMARY_KEYS}
+
+
+def fit_columns(result: FitRecord | dict[str, Any], has_intervals: bool) -> dict[str, Any]:
+    """The columns every stored fit row has, run fit and group fit alike: the result and the
+    summary the lists and alert reads filter on without loading it."""
+    a_ci = (result.get("ci") or {}).get("A") or [None, None]
+    return {
+        "status": result.get("status", "?"),
+        "n_points": int(result.get("n_points") or 0),
+        "max_compute": (result.get("fit_range") or [None, None])[1],
+        "A": result.get("A"),
+        "A_lo": a_ci[0],
+        "A_hi": a_ci[1],
+        "has_intervals": has_intervals,
+        "result": result,
+    }

@@ -12,7 +12,12 @@ from sqlalchemy.orm import Session
 from scalewatch.server.db.models import Fit, Point, Run, Series, utcnow
 from scalewatch.server.store.base import DirtySeries, NotFound
 from scalewatch.server.store.common import SqlBase, iso
-from scalewatch.server.store.fit_records import FitHistoryEntry, FitRecord, fit_summary
+from scalewatch.server.store.fit_records import (
+    FitHistoryEntry,
+    FitRecord,
+    fit_columns,
+    fit_summary,
+)
 from scalewatch.server.store.runs_sql import explicit_fit_metric, resolve_fit_metric
 
 
@@ -70,20 +75,8 @@ class FitsMixin(SqlBase):
         with self.session() as s:
             fit_id = None
             if result is not None:
-                ci = result.get("ci") or {}
-                a_ci = ci.get("A") or [None, None]
-                fit = Fit(
-                    series_id=series_id,
-                    created_at=utcnow(),
-                    status=result.get("status", "?"),
-                    n_points=int(result.get("n_points") or 0),
-                    max_compute=(result.get("fit_range") or [None, None])[1],
-                    A=result.get("A"),
-                    A_lo=a_ci[0],
-                    A_hi=a_ci[1],
-                    has_intervals=has_intervals,
-                    result=result,
-                )
+                fit = Fit(series_id=series_id, created_at=utcnow(),
+                          **fit_columns(result, has_intervals))
                 s.add(fit)
                 s.flush()
                 fit_id = fit.id

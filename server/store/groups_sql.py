@@ -14,7 +14,12 @@ from scalewatch.server.db.group_models import GroupFit, GroupSeries
 from scalewatch.server.db.models import Point, Project, Run, Series, utcnow
 from scalewatch.server.store.base import DirtyGroup, NotFound
 from scalewatch.server.store.common import SqlBase, iso
-from scalewatch.server.store.fit_records import FitHistoryEntry, FitRecord, fit_summary
+from scalewatch.server.store.fit_records import (
+    FitHistoryEntry,
+    FitRecord,
+    fit_columns,
+    fit_summary,
+)
 from scalewatch.server.store.group_marks import mark_group_dirty
 from scalewatch.server.store.runs_sql import explicit_fit_metric, resolve_fit_metric
 
@@ -188,7 +193,6 @@ class GroupsMixin(SqlBase):
                 return None
             fit_id = None
             if result is not None:
-                a_ci = (result.get("ci") or {}).get("A") or [None, None]
                 fit = GroupFit(
                     group_series_id=group_series_id,
                     project_id=gs.project_id,
@@ -196,15 +200,8 @@ class GroupsMixin(SqlBase):
                     metric=gs.metric,
                     created_at=utcnow(),
                     requested=requested,
-                    status=result.get("status", "?"),
-                    n_points=int(result.get("n_points") or 0),
                     n_members=n_members,
-                    max_compute=(result.get("fit_range") or [None, None])[1],
-                    A=result.get("A"),
-                    A_lo=a_ci[0],
-                    A_hi=a_ci[1],
-                    has_intervals=has_intervals,
-                    result=result,
+                    **fit_columns(result, has_intervals),
                 )
                 s.add(fit)
                 s.flush()
