@@ -117,3 +117,17 @@ def to_csv(header: Sequence[str], rows: Iterable[Sequence[Any]], comment: str = 
 def empty_state(text: str, id_: str | None = None) -> html.Div:
     kwargs = {"id": id_} if id_ else {}
     return html.Div(text, className="empty", **kwargs)
+
+
+def headline(head: dict[str, str], id_: str) -> html.Div:
+    """A page's headline number: ``head`` = {"label", "value", "note"} (the forecast of a run
+    or of a recipe, built by ``dashboard.figures``)."""
+    return html.Div(
+        [
+            html.Div(head["label"], className="headline-label"),
+            html.Div(head["value"], className="headline-value"),
+            html.Div(head["note"], className="headline-note"),
+        ],
+        id=id_,
+        className="headline",
+    )

@@ -20,6 +20,7 @@ from scalewatch.dashboard.components import (
     DashContext,
     column,
     empty_state,
+    headline,
     table,
     to_csv,
 )
@@ -125,15 +126,7 @@ def _header(d: dict[str, Any]) -> html.Div:
                 id="grp-title",
             ),
             html.Div(" · ".join(bits), className="meta"),
-            html.Div(
-                [
-                    html.Div(head["label"], className="headline-label"),
-                    html.Div(head["value"], className="headline-value"),
-                    html.Div(head["note"], className="headline-note"),
-                ],
-                id="grp-headline",
-                className="headline",
-            ),
+            headline(head, "grp-headline"),
         ]
     )
 

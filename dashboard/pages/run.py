@@ -20,6 +20,7 @@ from scalewatch.dashboard.components import (
     DashContext,
     column,
     empty_state,
+    headline,
     table,
     to_csv,
 )
@@ -122,15 +123,7 @@ def _header(d: dict[str, Any]) -> html.Div:
             ),
             html.Div(" · ".join(bits), className="meta"),
             html.Div(_fit_metric_text(run), id="run-fit-metric", className="meta"),
-            html.Div(
-                [
-                    html.Div(head["label"], className="headline-label"),
-                    html.Div(head["value"], className="headline-value"),
-                    html.Div(head["note"], className="headline-note"),
-                ],
-                id="run-headline",
-                className="headline",
-            ),
+            headline(head, "run-headline"),
         ]
     )
 
