@@ -22,6 +22,14 @@ TITLE = "Runs"
 REFRESH_MS = 3000
 
 
+def _selectable() -> dict[str, Any]:
+    """Both views (runs, groups) are tables whose rows the user ticks to open or compare them
+    (fresh lists each layout: a component's props are not shared)."""
+    return {"data": [], "row_selectable": "multi", "selected_row_ids": [],
+            "sort_action": "native", "filter_action": "native", "page_action": "native",
+            "page_size": 25}
+
+
 def _columns(
     unit: str | None, metric: str, config_keys: list[str], alerts: bool, groups: bool = False
 ) -> list[dict]:
@@ -126,13 +134,7 @@ def layout(project: str | None = None, view: str | None = None, **_: Any) -> htm
                 children=table(
                     "runs-table",
                     _columns(None, "value", [], False),
-                    data=[],
-                    row_selectable="multi",
-                    selected_row_ids=[],
-                    sort_action="native",
-                    filter_action="native",
-                    page_action="native",
-                    page_size=25,
+                    **_selectable(),
                     style_data_conditional=[
                         {
                             "if": {"column_id": "status", "filter_query": '{status} = "running"'},
@@ -153,13 +155,7 @@ def layout(project: str | None = None, view: str | None = None, **_: Any) -> htm
                 children=table(
                     "groups-table",
                     _group_columns(False),
-                    data=[],
-                    row_selectable="multi",
-                    selected_row_ids=[],
-                    sort_action="native",
-                    filter_action="native",
-                    page_action="native",
-                    page_size=25,
+                    **_selectable(),
                 ),
             ),
             dcc.Store(id="runs-digest"),
