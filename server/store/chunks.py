@@ -1,16 +1,17 @@
 """Per-series rollups of points ("chunks"), so that downsampling need not read every point.
 
 A chunk of level L holds the points whose ``step >> L`` is the same (level 4: 16 consecutive
-steps, level 10: 1,024): their count, step and compute spans, and four of them whole: the first
-and last by step, the lowest and highest by value (ties: the earliest lowest, the latest
-highest, as the raw downsampling query picks them). The store keeps them exact at every ingest:
-an append merges the batch into its chunks (nothing stored can change, so first/lowest/highest
-merge like min/max), any other write recomputes its chunks from the points.
+steps, level 7: 128, level 10: 1,024): their count, step and compute spans, and four of them
+whole: the first and last by step, the lowest and highest by value (ties: the earliest lowest,
+the latest highest, as the raw downsampling query picks them). The store keeps them exact at
+every ingest: an append merges the batch into its chunks (nothing stored can change, so
+first/lowest/highest merge like min/max), any other write recomputes its chunks from the points.
 
 Downsampling over buckets of compute (or step) then reads a chunk's four points instead of its
 points whenever the chunk lies inside one bucket, and only the raw points of the chunks that
 straddle a bucket boundary or the edges of the requested range: the result is exactly what the
-raw query returns, from a fraction of the rows.
+raw query returns, from a fraction of the rows. The Compare page reads the chunks alone (an
+envelope of real points, `PointsMixin._downsample_rollup`): level 7 is there for it.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
-CHUNK_LEVELS = (4, 10)  # chunk = step >> level; finest first
+CHUNK_LEVELS = (4, 7, 10)  # chunk = step >> level; finest first (7: migration 0009)
 
 COLUMNS = (
     "series_id", "level", "chunk", "n", "min_step", "max_step", "min_compute", "max_compute",
