@@ -78,7 +78,7 @@ def compare_detail(
     for i in inputs:
         if i.run.get("id") is not None:
             page = store.get_points(i.run["id"], name, max_points=MAX_SCREEN_POINTS,
-                                    x_range=x_range)  # fmt: skip
+                                    x_range=x_range, rollup=True)  # fmt: skip
             items.append({
                 "kind": "run", "id": i.run["id"], "label": i.label, "name": i.run["name"],
                 "project": i.run["project"], "color": run_color(i.run["id"]),
@@ -92,7 +92,8 @@ def compare_detail(
         per_seed = max(MIN_SEED_POINTS, MAX_SCREEN_POINTS // max(len(ms), 1))
         seeds = []
         for m in ms:
-            page = store.get_points(m["id"], name, max_points=per_seed, x_range=x_range)
+            page = store.get_points(m["id"], name, max_points=per_seed, x_range=x_range,
+                                    rollup=True)
             seeds.append({"id": m["id"], "name": m["name"], "compute": list(page.compute),
                           "values": list(page.values), "steps": list(page.steps),
                           "sampled": page.downsampled, "total": page.total})  # fmt: skip
@@ -122,7 +123,7 @@ def change_tokens(
 ) -> list[Any]:
     """What the live Compare page compares each tick: each run's newest step and fit time, and
     each group's fit id and members' (reads only, no points)."""
-    out: list[Any] = [data.change_token(store.get_run(i)) for i in run_ids]
+    out: list[Any] = [data.change_token(r) for r in store.get_runs(run_ids)]
     for g in groups:
         ms = _members(store, str(project), g)
         if not ms:

@@ -25,6 +25,8 @@ from scalewatch.dashboard.components import (
     to_csv,
 )
 from scalewatch.dashboard.figures import ceiling_figure, compare_figure, fmt
+from scalewatch.dashboard.figures.common import typed_arrays
+from scalewatch.dashboard.figures.compare import compare_figure_dict
 from scalewatch.server.store.base import NotFound
 
 PATH = "/compare"
@@ -201,14 +203,16 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
             msg = empty_state(detail["error"])
             return (compare_figure([], unit="", metric=""), msg, [], "", None, "", budget, token)
         unit = detail["unit"]
-        fig = compare_figure(
+        # Plain dicts, not plotly objects (`compare_figure_dict`): a tenth of the time.
+        fig = typed_arrays(compare_figure_dict(
             detail["items"],
             unit=unit,
             metric=detail["metric"],
             budget=detail["budget"],
             sampled=detail["sampled"],
-        )
-        fig.update_layout(uirevision=",".join(map(str, ids)) + "|" + "\x1f".join(groups))
+        ))  # fmt: skip
+        fig["layout"] = {**fig["layout"],
+                         "uirevision": ",".join(map(str, ids)) + "|" + "\x1f".join(groups)}
         note = ""
         if detail["sampled"]:
             note = (

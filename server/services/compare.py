@@ -7,7 +7,11 @@ same way in both places.
 
 from __future__ import annotations
 
+import copy
+import hashlib
 import logging
+import threading
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -69,7 +73,7 @@ def load_compare_inputs(
     series use one compute range (0 .. the largest last compute), so their buckets line up.
     """
     ids = list(dict.fromkeys(run_ids))
-    infos = [store.get_run(i) for i in ids]
+    infos = store.get_runs(ids)  # one read for every run
     metric = common_metric(infos, metric)  # one metric for every run, or MixedMetrics
     names = [r["name"] for r in infos]
     x_range = None
@@ -81,11 +85,14 @@ def load_compare_inputs(
         label = info["name"] if names.count(info["name"]) == 1 else f"{info['name']}#{info['id']}"
         stored = latest_or_pending(store, info["id"], metric)
         page = store.get_points(
-            info["id"], stored["metric"], max_points=max_points, x_range=x_range
+            info["id"], stored["metric"], max_points=max_points, x_range=x_range,
+            rollup=max_points is not None,
         )
         return CompareInput(info, label, stored, page)
 
-    if len(infos) <= 1:
+    if len(infos) <= 1 or store.dialect != "postgresql":
+        # SQLite runs in this process: threads only contend for the GIL (4 threads made ten
+        # series 4x slower than one after the other).
         return [load(i) for i in infos]
     # Each series is one aggregate query that runs in the database with the GIL released:
     # a few in parallel overlap the database's work with our decoding.
@@ -93,15 +100,71 @@ def load_compare_inputs(
         return list(pool.map(load, infos))
 
 
+class _ComparisonCache:
+    """Comparisons already computed, by everything they depend on (`_key`): a live Compare page
+    re-renders every few seconds and on each budget change, and the engine's fixed-A refits,
+    crossovers and winning probabilities cost ~100 ms for ten runs. A key names immutable
+    inputs (a stored fit's id and time, a digest of the points), so an entry is never stale:
+    new points or a new fit make a new key."""
+
+    def __init__(self, size: int = 64) -> None:
+        self.size = size
+        self._items: OrderedDict[tuple, dict[str, Any]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple) -> dict[str, Any] | None:
+        with self._lock:
+            hit = self._items.get(key)
+            if hit is not None:
+                self._items.move_to_end(key)
+        return copy.deepcopy(hit) if hit is not None else None  # callers may change theirs
+
+    def put(self, key: tuple, value: dict[str, Any]) -> None:
+        with self._lock:
+            self._items[key] = copy.deepcopy(value)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+
+COMPARISONS = _ComparisonCache()
+
+
+def _key(inputs: list[CompareInput], budget: float | None) -> tuple | None:
+    """What a comparison depends on: each input's label, run (None for a group), stored fit
+    (id and time: a stored fit never changes) and points (a digest of them: the fixed-A
+    refits read them). None when a fit with parameters has no id (not a stored fit)."""
+    parts: list[tuple] = []
+    for i in inputs:
+        fit = i.fit
+        ident: tuple[Any, ...] = (fit.get("fit_id"), fit.get("fitted_at"))
+        if None in ident:
+            if fit.get("B") is not None:
+                return None
+            ident = (fit.get("status"), fit.get("message"))  # no curve: nothing else is read
+        h = hashlib.blake2b(digest_size=16)
+        h.update(np.asarray(i.points.compute, dtype=float).tobytes())
+        h.update(np.asarray(i.points.values, dtype=float).tobytes())
+        parts.append((i.label, i.run.get("id"), fit.get("metric"), *ident, h.digest()))
+    return (budget, tuple(parts))
+
+
 def compare_inputs(inputs: list[CompareInput], budget: float | None = None) -> dict[str, Any]:
     """`compare_fits` over loaded inputs, runs or groups (as their pooled fits): the paper's
-    verdict, crossovers, winner at budget.
+    verdict, crossovers, winner at budget; answered from `COMPARISONS` when nothing it depends
+    on changed.
 
     When the engine raises (the same-asymptote rule refits every stored point at a fixed A,
     including points the run's warmup / fit_until kept out of its own fit, e.g. compute of
     1e-300), the answer is the runs without a verdict and a `message` saying why: the caller
     still shows each run's fit, and nothing answers a 500.
     """
+    key = _key(inputs, budget)
+    if key is not None and (hit := COMPARISONS.get(key)) is not None:
+        return hit
     try:
         series = {
             i.label: (
@@ -111,7 +174,7 @@ def compare_inputs(inputs: list[CompareInput], budget: float | None = None) -> d
             )
             for i in inputs
         }
-        return compare_fits(series, budget=budget)
+        result = compare_fits(series, budget=budget)
     except Exception as exc:  # noqa: BLE001 - any engine failure becomes a message
         log.exception("comparing %s failed", [i.run["id"] for i in inputs])
         return {
@@ -124,7 +187,10 @@ def compare_inputs(inputs: list[CompareInput], budget: float | None = None) -> d
             },
             "pairs": [],
             "message": f"comparison failed: {type(exc).__name__}: {exc}"[:500],
-        }
+        }  # not cached: the next render tries again
+    if key is not None:
+        COMPARISONS.put(key, result)
+    return result
 
 
 def api_response(
