@@ -97,7 +97,7 @@ def seed(store, n_runs: int, n_points: int) -> list[int]:  # noqa: ANN001
 
 def measure(fn, repeat: int) -> tuple[float, int, float]:  # noqa: ANN001
     """(median ms of repeated calls, bytes, ms of the first call). The first call is reported
-    on its own: it pays for cold caches (downsampled series are cached per series version)."""
+    on its own: it pays for cold caches (pages, comparisons and curves are cached by version)."""
     t0 = time.perf_counter()
     fn()
     first = (time.perf_counter() - t0) * 1000
@@ -112,23 +112,29 @@ def measure(fn, repeat: int) -> tuple[float, int, float]:  # noqa: ANN001
 
 
 def cold_downsampling(fn) -> tuple[float, float]:  # noqa: ANN001
-    """ms of a call with the downsampled-page cache emptied: (from point_chunks, scanning the
-    raw points as before point_chunks), in the same conditions: the first load's baseline."""
+    """ms of a call with every cache of the page emptied (downsampled pages, comparisons, the
+    fits' curves): (points from the rollups, as the Compare page reads them; exact buckets
+    from point_chunks and raw points, as before the rollups), in the same conditions."""
+    from scalewatch.dashboard.figures import common
+    from scalewatch.server.services import compare
     from scalewatch.server.store import points_sql
 
     def cold() -> float:
         points_sql._DOWNSAMPLED._items.clear()
+        compare.COMPARISONS.clear()
+        with common._CURVES_LOCK:
+            common._CURVES.clear()
         t0 = time.perf_counter()
         fn()
         return (time.perf_counter() - t0) * 1000
 
-    saved = points_sql.PointsMixin._downsample_chunks
-    with_chunks = cold()
-    points_sql.PointsMixin._downsample_chunks = lambda *a, **k: None  # type: ignore[method-assign]
+    saved = points_sql.PointsMixin._downsample_rollup
+    with_rollups = cold()
+    points_sql.PointsMixin._downsample_rollup = lambda *a, **k: None  # type: ignore[method-assign]
     try:
-        return with_chunks, cold()
+        return with_rollups, cold()
     finally:
-        points_sql.PointsMixin._downsample_chunks = saved  # type: ignore[method-assign]
+        points_sql.PointsMixin._downsample_rollup = saved  # type: ignore[method-assign]
 
 
 def bench_backend(kind: str, n_runs: int, n_points: int, repeat: int) -> list[tuple]:
@@ -185,14 +191,14 @@ def bench_backend(kind: str, n_runs: int, n_points: int, repeat: int) -> list[tu
             b_ms, b_b, _ = measure(raw_runs, repeat)
             rows.append((kind, f"Runs page ({n_runs:,} runs)", r_ms, r_b, b_ms, b_b))
             m_ms, m_b, m_first = measure(compare_main, repeat)
-            cold_chunks, cold_raw = cold_downsampling(compare_main)
+            cold_rollup, cold_exact = cold_downsampling(compare_main)
             s_ms, s_b, _ = measure(compare_scatter, repeat)
             t_ms, t_b, _ = measure(compare_total, repeat)
             p_ms, p_b, _ = measure(raw_points, max(1, repeat // 2))
             label = f"Compare (10 × {n_points:,} pts)"
             rows.append((kind, label + ": first load", m_first, m_b, p_ms, p_b))
-            rows.append((kind, label + ": cold, chunks", cold_chunks, m_b, p_ms, p_b))
-            rows.append((kind, label + ": cold, raw", cold_raw, m_b, p_ms, p_b))
+            rows.append((kind, label + ": cold, rollups", cold_rollup, m_b, p_ms, p_b))
+            rows.append((kind, label + ": cold, exact buckets", cold_exact, m_b, p_ms, p_b))
             rows.append((kind, label + ": chart+verdict", m_ms, m_b, p_ms, p_b))
             rows.append((kind, label + ": A-vs-B scatter", s_ms, s_b, None, None))
             rows.append((kind, label + ": page total", t_ms, t_b, p_ms, p_b))
@@ -231,9 +237,9 @@ def main() -> None:
             f"{(f'{bms:.0f}' if bms else '–'):>11}{(f'{bsize:,}' if bsize else '–'):>12}{ratio}"
         )
     print("\nms = median server time of repeated callback requests (TestClient, in-process;"
-          " 'first load' = the first request, before the downsampled series are cached;"
-          " 'cold' = a request with the downsampled pages uncached, downsampling from"
-          " point_chunks / scanning the raw points as before them, same run);"
+          " 'first load' = the first request of the process, nothing cached;"
+          " 'cold' = a request with every cache emptied (pages, comparisons, curves), points"
+          " from the rollups / exact buckets from point_chunks and raw points as before them);"
           " raw = the REST API's un-downsampled JSON for the same data.")  # fmt: skip
 
 
