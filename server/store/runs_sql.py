@@ -7,7 +7,16 @@ from typing import Any
 from sqlalchemy import delete, exists, func, select, update
 from sqlalchemy.orm import Session, selectinload
 
-from scalewatch.server.db.models import Fit, Point, Project, Run, RunTag, Series, utcnow
+from scalewatch.server.db.models import (
+    Fit,
+    Point,
+    PointChunk,
+    Project,
+    Run,
+    RunTag,
+    Series,
+    utcnow,
+)
 from scalewatch.server.store.base import NotFound, RunQuery
 from scalewatch.server.store.common import SqlBase, dialect_insert, iso
 from scalewatch.server.store.fit_metric import choose_fit_metric, explain_fit_metric
@@ -275,6 +284,7 @@ class RunsMixin(SqlBase):
             # Explicit deletes in dependency order: correct even where FK cascades are off.
             series_ids = select(Series.id).where(Series.run_id == run_id)
             s.execute(delete(Point).where(Point.series_id.in_(series_ids)))
+            s.execute(delete(PointChunk).where(PointChunk.series_id.in_(series_ids)))
             s.execute(delete(Fit).where(Fit.series_id.in_(series_ids)))
             self._delete_run_dependents(s, run_id)
             s.execute(delete(Series).where(Series.run_id == run_id))
