@@ -14,12 +14,15 @@ How ``method="default"`` fits (modules in brackets):
    ``fitted``), apply ``warmup`` / ``fit_until`` [fit].
 2. Global search over a 56 x 36 grid of (log C_mid, B) on data binned in log-compute, with A
    (and R0 when fitted) in closed form, clipped to ``value_range`` [grid].
-3. Bounded ``least_squares`` refinement with the analytic Jacobian; never worse than the grid's
-   best cell.  A ``previous`` result warm-starts it and skips the grid unless a check grid finds
-   a better SSR [fit].  This point fit gives the noise model: residual sd and an AR(1)
+3. Bounded Levenberg-Marquardt refinement with the analytic Jacobian (a small solver of its own,
+   a tenth of ``scipy.optimize.least_squares``' per-call overhead) [lm]; never worse than the
+   grid's best cell.  A ``previous`` result warm-starts it and skips the grid unless a check
+   grid finds a better SSR [fit].  This point fit gives the noise model: residual sd and an AR(1)
    autocorrelation time averaged over the uncertainty of its coefficient [intervals].
 4. Breaks: are the newest evaluations lastingly below the curve fitted to the points before
-   them (tested as a step and as a slide, confirmed with that curve's posterior)?  Then the
+   them (tested as a step and as a slide, confirmed with that curve's posterior)?  A
+   linearised screen of all candidate breaks at once [breakscreen] picks the few that are
+   refitted exactly, so a stable run pays almost nothing for the test.  Then the
    result carries ``break`` (where, how much, an upper bound on the new ceiling) and describes
    the regime since the break when it can be fitted [breaks].
 5. Uncertainty from a grid posterior over (rho, ln C_mid, B): the evaluation noise is AR(1) in

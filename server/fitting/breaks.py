@@ -6,13 +6,15 @@ quietly answers for a run that no longer exists.  So before trusting one curve f
 window we ask whether its newest points fell off the curve fitted to the points before them.
 
 Test: for a few candidate lengths ``m`` of the newest segment, fit the curve to the points
-before it (warm-started from the full fit, so ~1 ms each), and compare the segment's mean
+before it (warm-started from the full fit, on binned data), and compare the segment's mean
 residual with its standard error: evaluation noise of a mean of ``m`` autocorrelated
 evaluations plus the pre-fit's own extrapolation uncertainty (linearised).  A break is a
 segment whose mean lies more than ``Z_BREAK`` standard errors below the curve, whose newest
 points are still low (lasting, not a dip that recovered), and whose recent level is at least
 ``MIN_DROP`` below the curve.  ``Z_BREAK`` is set for a per-fit false-alarm rate that, over the
 hundreds of refits of a stable run, still raises no alarm (``bench/alerts.py`` measures it).
+Only the candidates a linearised screen of all of them at once (``breakscreen.py``) finds
+near the threshold are refitted; the screen never changes the verdict (tested).
 The start of the break is then located by the residuals' cumulative sum (where the departure
 begins), not by the coarse candidate length.
 
@@ -28,7 +30,8 @@ import numpy as np
 
 from . import grid as G
 from . import posterior as P
-from .intervals import RHO_MAX, analyse, lag1_rho, mean_noise_sd
+from .breakscreen import MARGIN, linear_z
+from .intervals import RHO_MAX, analyse, autocorr_time, eval_sd, lag1_rho, mean_noise_sd
 from .model import FloatArray, frac, jacobian_x
 
 MIN_POINTS = 16  # fewer points: no break test
@@ -112,10 +115,37 @@ def _screen_scale(y: FloatArray) -> float:
     return float(np.median(np.abs(d - np.median(d)))) / 0.6745 / np.sqrt(2.0)
 
 
+def exact_z(x: FloatArray, y: FloatArray, k: int, th: Theta, fit_r0: bool
+            ) -> tuple[float, float, float]:
+    """(z, evaluation sd, cautious tau) of the newest ``n - k`` points' most negative (step
+    or ramp) departure from ``th``, the curve fitted to the first ``k`` points: evaluation
+    noise of the weighted mean plus the prefix fit's extrapolation uncertainty (linearised).
+    The noise model is ``intervals.analyse``'s, computed here without its interval of A."""
+    m = x.size - k
+    p = 4 if fit_r0 else 3
+    e = y[:k] - _curve(x[:k], th)
+    sigma = float(np.sqrt(max(float(e @ e) / max(k - p, 1), 1e-12)))
+    tau = autocorr_time(e)
+    sd = eval_sd(sigma, tau, k, p)
+    r = y[k:] - _curve(x[k:], th)
+    a, mm, b, rr = th
+    jac = jacobian_x(x[:k], a, mm, b, rr, fit_r0)
+    cov = sigma**2 * tau * np.linalg.pinv(jac.T @ jac)
+    g = jacobian_x(x[k:], a, mm, b, rr, fit_r0)
+    tau_c = _cautious_tau(e)
+    noise = _ar1_cov(m, sd, tau_c)
+    z = np.inf
+    for w in _shapes(m):
+        gw = w @ g
+        var = float(w @ noise @ w) + float(gw @ cov @ gw)
+        z = min(z, float(w @ r) / float(np.sqrt(max(var, 1e-18))))
+    return z, sd, tau_c
+
+
 def detect_break(
     x: FloatArray,
     y: FloatArray,
-    theta: tuple[float, float, float, float],
+    theta: Theta,
     r0: float | None,
     value_range: tuple[float, float],
     refit: Refit,
@@ -143,26 +173,18 @@ def detect_break(
                  for m in cands for w in _shapes(m))
     if screen > -Z_SCREEN:
         return None
-    best: tuple[float, int, tuple[float, float, float, float], float, float] | None = None
-    for m in cands:
+    # The linearised screen of every candidate at once; only those near the threshold are
+    # refitted exactly.
+    near = linear_z(x, y, theta, fit_r0, cands) < -(Z_BREAK - MARGIN)
+    best: tuple[float, int, Theta, float, float] | None = None
+    for m in (m for m, keep in zip(cands, near, strict=True) if keep):
         k = n - m
         th = refit(x[:k], y[:k], theta)
         if th[0] - th[3] < MIN_DROP:
             continue  # no rise before it: a run that never climbed cannot break off its climb
-        unc = analyse(x[:k], y[:k], th, fit_r0, value_range)
-        r = y[k:] - _curve(x[k:], th)
-        a, mm, b, rr = th
-        jac = jacobian_x(x[:k], a, mm, b, rr, fit_r0)
-        cov = unc.sigma ** 2 * unc.tau * np.linalg.pinv(jac.T @ jac)
-        g = jacobian_x(x[k:], a, mm, b, rr, fit_r0)
-        tau = _cautious_tau(y[:k] - _curve(x[:k], th))
-        noise = _ar1_cov(m, unc.eval_sd, tau)
-        for w in _shapes(m):
-            gw = w @ g
-            var = float(w @ noise @ w) + float(gw @ cov @ gw)
-            z = float(w @ r) / float(np.sqrt(max(var, 1e-18)))
-            if best is None or z < best[0]:
-                best = (z, k, th, unc.eval_sd, tau)
+        z, sd, tau = exact_z(x, y, k, th, fit_r0)
+        if best is None or z < best[0]:
+            best = (z, k, th, sd, tau)
     if best is None or best[0] > -Z_BREAK:
         return None
     z, k, th, sd, t = best

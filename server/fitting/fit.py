@@ -7,12 +7,12 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.optimize import least_squares
 
 from . import grid as G
+from . import lm
 from .breaks import Break, detect_break
 from .intervals import DRIFT_RATE, analyse, band, extra_half_width, posterior_summary
-from .model import FloatArray, frac, jacobian_x
+from .model import FloatArray, frac
 from .posterior import posterior_axes
 from .result import FitOptions, FitResult
 
@@ -23,6 +23,7 @@ ID_MAX_WIDTH = 0.1  # A interval wider than this -> unidentified
 EDGE_EPS = 1e-3
 KNEE_FACTOR = 1.5  # the window must reach KNEE_FACTOR x the upper bound of C_mid to claim A
 MIN_REGIME = 12  # evaluations since a break needed to fit the new regime
+BREAK_BINS = 96  # log-compute bins of the break test's prefix refits
 
 
 @dataclass(frozen=True)
@@ -100,40 +101,20 @@ def _refine(
     fixed_a: float | None,
     weights: FloatArray | None = None,
 ) -> tuple[float, float, float, float]:
-    """Bounded least squares from ``start`` over the free parameters, analytic Jacobian.
+    """Bounded least squares from ``start`` over the free parameters (``lm.solve``).
 
     ``weights`` (e.g. bin counts) weight each squared residual, so a fit on binned data
     minimises the same SSR as on the points (up to the within-bin spread of the curve)."""
-    sw = None if weights is None else np.sqrt(np.asarray(weights, dtype=float))
     lo, hi = value_range
-    free = [i for i, f in enumerate((fixed_a is None, True, True, fit_r0)) if f]
-    lower = np.array([lo, m_bounds[0], G.B_BOUNDS[0], lo])[free]
-    upper = np.array([hi, m_bounds[1], G.B_BOUNDS[1], hi])[free]
+    free = np.array([fixed_a is None, True, True, fit_r0])
+    lower = np.array([lo, m_bounds[0], G.B_BOUNDS[0], lo])
+    upper = np.array([hi, m_bounds[1], G.B_BOUNDS[1], hi])
     full = np.array(start, dtype=float)
-    # trf needs a strictly feasible start; nudge points sitting on a bound inwards.
-    span = upper - lower
-    p0 = np.clip(full[free], lower + 1e-9 * span, upper - 1e-9 * span)
-
-    def unpack(p: FloatArray) -> FloatArray:
-        th = full.copy()
-        th[free] = p
-        return th
-
-    def fun(p: FloatArray) -> FloatArray:
-        a, m, b, r0 = unpack(p)
-        r = r0 + (a - r0) * frac(x, m, b) - y
-        return r if sw is None else r * sw
-
-    def jac(p: FloatArray) -> FloatArray:
-        a, m, b, r0 = unpack(p)
-        j = jacobian_x(x, a, m, b, r0, True)[:, free]
-        return j if sw is None else j * sw[:, None]
-
     try:
-        sol = least_squares(fun, p0, jac=jac, bounds=(lower, upper), method="trf",
-                            x_scale="jac", ftol=1e-10, xtol=1e-10, gtol=1e-10, max_nfev=200)
-        th = unpack(sol.x)
-    except (ValueError, np.linalg.LinAlgError):
+        th = lm.solve(x, y, full, free, lower, upper, weights).theta
+    except (ValueError, FloatingPointError, np.linalg.LinAlgError):
+        th = full
+    if not np.all(np.isfinite(th)):
         th = full
     return (float(th[0]), float(th[1]), float(th[2]), float(th[3]))
 
@@ -247,9 +228,15 @@ def fit_curve(
         a, b, cm, r0p = previous.params
         start = (a, float(np.log(cm / prep.c0)), b, r0p)
     pf = point_fit(prep.x, prep.y, prep.r0, (lo, hi), start, need_grid=options.intervals)
+    # Every prefix starts where the window does: one set of bounds for all of them.
+    m_bounds = (float(G.default_axes(float(prep.x[0]))[0][0]) - 2.0, float(np.log(1000.0)))
+
     def refit(x: FloatArray, y: FloatArray, st: tuple[float, float, float, float]
               ) -> tuple[float, float, float, float]:
-        return point_fit(x, y, prep.r0, (lo, hi), st).theta
+        # A prefix of the window, warm-started from the full fit: on binned data (the test
+        # weighs a departure of many noisy points, far coarser than the binning's error).
+        bd = G.bin_data(x, y, BREAK_BINS)
+        return _refine(bd.x, bd.y, st, prep.r0 is None, (lo, hi), m_bounds, None, bd.w)
 
     brk = detect_break(prep.x, prep.y, pf.theta, prep.r0, (lo, hi), refit)
     if brk is not None:

@@ -36,7 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
+from scipy import special
 
 from . import ar1
 from .model import FloatArray, curves_many, frac, jacobian_x
@@ -119,7 +119,8 @@ def _noise(e: FloatArray, p: int) -> tuple[float, float, float]:
     rho = (tau - 1.0) / (tau + 1.0)  # the AR(1) coefficient with that autocorrelation time
     tau2 = (1.0 + rho * rho) / (1.0 - rho * rho)
     dof = max(n / tau2 - p, 2.0)
-    return sigma, tau, float(stats.t.ppf(0.975, dof))
+    # stdtrit is t.ppf without the distribution machinery (~2 us instead of ~90 us).
+    return sigma, tau, float(special.stdtrit(dof, 0.975))
 
 
 def eval_sd(sigma: float, tau: float, n: int, p: int) -> float:

@@ -58,3 +58,38 @@ def test_a_run_that_never_rose_does_not_break() -> None:
     y = 0.6 - 0.2 * c / c[-1] + np.random.default_rng(0).normal(0, 0.005, c.size)
     res = fit_curve(c, y)
     assert res.break_ is None and res.status == "insufficient_data"
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_the_screen_keeps_every_break_the_exact_test_finds(seed: int) -> None:
+    """The linearised screen decides which candidates get an exact refit.  On broken and
+    sliding runs, at every refit window after the change, the candidates it keeps must give
+    the same verdict as the exact test over all candidates (a break or none), and the
+    strongest departure among them must be as strong as the strongest overall, to within
+    the noise of which of two overlapping segments wins."""
+    from scalewatch.server.fitting import breaks as B
+    from scalewatch.server.fitting.breakscreen import MARGIN, linear_z
+    from scalewatch.server.fitting.fit import point_fit, prepare
+
+    broken_windows = 0
+    for drop, over in ((0.10, 20), (0.06, 40)):
+        c, y, start = _broken(seed, drop, over)
+        for n in range(start + 4, c.size + 1, 3):
+            prep = prepare(c[:n], y[:n], FitOptions(target_compute=END))
+            x, v, fit_r0 = prep.x, prep.y, prep.r0 is None
+            theta = point_fit(x, v, prep.r0, (0.0, 1.0)).theta
+            lengths = [m for m in B.CANDIDATES if m <= x.size - B.MIN_BEFORE and m <= 0.6 * x.size]
+            keep = linear_z(x, v, theta, fit_r0, lengths) < -(B.Z_BREAK - MARGIN)
+            exact, kept = np.inf, np.inf
+            for m, kept_m in zip(lengths, keep, strict=True):
+                k = x.size - m
+                th = point_fit(x[:k], v[:k], prep.r0, (0.0, 1.0), theta).theta
+                if th[0] - th[3] < B.MIN_DROP:
+                    continue
+                z = B.exact_z(x, v, k, th, fit_r0)[0]
+                exact = min(exact, z)
+                if kept_m:
+                    kept = min(kept, z)
+            assert (exact < -B.Z_BREAK) == (kept < -B.Z_BREAK), (drop, n, exact, kept)
+            broken_windows += exact < -B.Z_BREAK
+    assert broken_windows > 10  # the runs do break: the test compared something
