@@ -52,6 +52,19 @@ class PointsPage:
     total: int
 
 
+class Ingested(tuple[int, int]):
+    """What `ingest_points` returns: (accepted, updated), unpacked as a pair, and whether the
+    batch queued a refit (`refit`: it had the run's fit metric), so the caller wakes the
+    refitter only then (a pass finding nothing to do, per request, cost ~10% of an ingest)."""
+
+    refit: bool
+
+    def __new__(cls, accepted: int, updated: int, refit: bool) -> Ingested:
+        self = super().__new__(cls, (accepted, updated))
+        self.refit = refit
+        return self
+
+
 @dataclass(frozen=True)
 class DirtySeries:
     series_id: int
@@ -88,7 +101,7 @@ class RunStore(Protocol):
     def get_runs(self, run_ids: list[int]) -> list[dict]: ...
     def update_run(self, run_id: int, changes: dict[str, Any]) -> dict: ...
     def delete_run(self, run_id: int) -> None: ...
-    def ingest_points(self, run_id: int, rows: list[PointRow]) -> tuple[int, int]: ...
+    def ingest_points(self, run_id: int, rows: list[PointRow]) -> Ingested: ...
     def get_points(
         self,
         run_id: int,

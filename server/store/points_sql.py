@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 from scalewatch.server import limits
 from scalewatch.server.db.models import Point, Project, Run, Series, utcnow
 from scalewatch.server.ingest import PointRow
-from scalewatch.server.store.base import NotFound, PointsPage
+from scalewatch.server.store.base import Ingested, NotFound, PointsPage
 from scalewatch.server.store.chunks import (
     CHUNK_LEVELS,
     ChunkRow,
@@ -199,8 +199,9 @@ _DOWNSAMPLED = _LRU()
 
 
 class PointsMixin(SqlBase):
-    def ingest_points(self, run_id: int, rows: list[PointRow]) -> tuple[int, int]:
-        """Upsert rows on (run, metric, step); returns (accepted, updated) in one transaction."""
+    def ingest_points(self, run_id: int, rows: list[PointRow]) -> Ingested:
+        """Upsert rows on (run, metric, step) in one transaction; returns (accepted, updated)
+        and whether a refit was queued."""
         # Last write wins inside a batch too (a resend may repeat a step).
         dedup: dict[tuple[str, int], PointRow] = {}
         for row in rows:
@@ -211,8 +212,8 @@ class PointsMixin(SqlBase):
 
         with self.session() as s:
             if self.dialect == "postgresql" and rows:
-                inserted_total = self._ingest_pg(s, run_id, by_metric)
-                return len(dedup), len(dedup) - inserted_total
+                inserted_total, refit = self._ingest_pg(s, run_id, by_metric)
+                return Ingested(len(dedup), len(dedup) - inserted_total, refit)
             if self.dialect == "sqlite":
                 # SQLite has no row locks (FOR UPDATE is ignored) and pysqlite begins the
                 # transaction only at the first write, so two batches could both read "nothing
@@ -235,7 +236,7 @@ class PointsMixin(SqlBase):
             if run is None:
                 raise NotFound(f"run {run_id} not found")
             if not rows:
-                return 0, 0
+                return Ingested(0, 0, False)
             series_ids, last_steps = self._ensure_series(s, run_id, sorted(by_metric))
             inserted: dict[str, int] = {}
             appended: list[tuple[int, list[PointRow]]] = []
@@ -254,12 +255,16 @@ class PointsMixin(SqlBase):
                     rewritten.append((series_ids[metric], batch))
                 inserted[metric] = len(batch) - overwritten
             self._maintain_chunks(s, appended, rewritten)
-            self._update_summaries(s, run, series_ids, by_metric, inserted)
-            return len(dedup), len(dedup) - sum(inserted.values())
+            refit = self._update_summaries(s, run, series_ids, by_metric, inserted)
+            return Ingested(len(dedup), len(dedup) - sum(inserted.values()), refit)
 
-    def _ingest_pg(self, s: Session, run_id: int, by_metric: dict[str, list[PointRow]]) -> int:
-        """The PostgreSQL ingest in five round trips, whatever the number of metrics: run row
-        (lock + summary), series, one COPY, one summary UPDATE, commit. Returns rows inserted.
+    def _ingest_pg(
+        self, s: Session, run_id: int, by_metric: dict[str, list[PointRow]]
+    ) -> tuple[int, bool]:
+        """The PostgreSQL ingest in few round trips, whatever the number of metrics: run row
+        (lock + summary), series, a COPY of the points and one of the new chunks, the merge of
+        the chunks they continue, one summary UPDATE, commit. Returns (rows inserted, whether a
+        refit was queued).
 
         Plain SQL on the driver connection (prepared by psycopg after a few calls): building
         SQLAlchemy expressions per series cost more CPU than the database work itself."""
@@ -323,7 +328,7 @@ class PointsMixin(SqlBase):
                 # A member's new points of its fit metric: its group is refitted too. One more
                 # round trip, for grouped runs only; group rows are locked last (group_marks).
                 cur.execute(UPSERT_PG, (project_id, group, fit_metric, now))
-        return sum(inserted.values())
+        return sum(inserted.values()), fit_metric in by_metric
 
     @staticmethod
     def _copy_points(raw: Any, appends: list[tuple[int, list[PointRow]]]) -> None:
@@ -478,7 +483,8 @@ class PointsMixin(SqlBase):
         series_ids: dict[str, int],
         by_metric: dict[str, list[PointRow]],
         inserted: dict[str, int],
-    ) -> None:
+    ) -> bool:
+        """The series and run summaries and the refit markers; True when a refit was queued."""
         now = utcnow()
         fit_metric = resolve_fit_metric(run.fit_metric, list(series_ids))
         for metric, batch in by_metric.items():
@@ -515,6 +521,7 @@ class PointsMixin(SqlBase):
             s.connection().exec_driver_sql(
                 UPSERT_SQLITE, (run.project_id, run.group_name, fit_metric, stamp)
             )
+        return fit_metric in by_metric
 
     def last_points(self, series_id: int, n: int) -> tuple[list[float], list[float]]:
         """The newest `n` points of a series by step, oldest first (for `off_curve` alerts)."""

@@ -109,10 +109,11 @@ async def _serve(request: Request, scope: str, handler: Handler) -> JSONResponse
             status_code=400 if exc.status < 500 else exc.status,
         )
     points = result.pop("_points", 0)
+    refit = result.pop("_refit", False)
     if points:
         request.app.state.metrics.points_ingested(points)
         notify = getattr(request.app.state, "refit_notify", None)
-        if notify is not None:
+        if notify is not None and refit:  # else the refitter has nothing new to do
             notify()
     return JSONResponse(result)
 
@@ -251,9 +252,8 @@ def _log(store: Store, run_id: int, metrics: list, params: list, tags: list) -> 
             changes["config"] = config
     if changes:
         store.update_run(run_id, changes)
-    if rows:
-        store.ingest_points(run_id, rows)
-    return {"_points": len(rows)}
+    refit = bool(rows) and store.ingest_points(run_id, rows).refit
+    return {"_points": len(rows), "_refit": refit}
 
 
 def _list(p: Payload, key: str) -> list:

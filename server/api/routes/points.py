@@ -74,16 +74,17 @@ async def post_points(run_id: PathId, request: Request, store: StoreDep) -> JSON
         body = decode_body(raw, request.headers.get("content-encoding"))
         rows = validate_points(body)
         t2 = time.perf_counter()
-        accepted, updated = await run_in_threadpool(store.ingest_points, run_id, rows)
+        result = await run_in_threadpool(store.ingest_points, run_id, rows)
         t3 = time.perf_counter()
     except IngestError as exc:
         content: dict = {"detail": exc.message}
         if exc.errors:
             content["errors"] = exc.errors
         return JSONResponse(content, status_code=exc.status)
+    accepted, updated = result
     request.app.state.metrics.points_ingested(len(rows))
     notify = getattr(request.app.state, "refit_notify", None)
-    if notify is not None:
+    if notify is not None and result.refit:  # else the refitter has nothing new to do
         notify()
     # Server-Timing shows where an ingest's time goes (browser devtools and curl -v read it).
     timing = (
