@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from scalewatch.server.ingest import PointRow
+from scalewatch.server.store.chunks import COLUMNS as CHUNK_COLUMNS
 from scalewatch.server.store.chunks import ChunkRow
 
 HEADER = b"PGCOPY\n\xff\r\n\x00" + b"\x00\x00\x00\x00" + b"\x00\x00\x00\x00"
@@ -35,13 +36,14 @@ _NO_TIME = np.dtype([
 
 def _point_rows(sid: int, rows: Sequence[PointRow], timed: bool) -> bytes:
     out = np.empty(len(rows), dtype=_WITH_TIME if timed else _NO_TIME)
+    _, steps, computes, values, walls = zip(*rows, strict=True)  # columns, in C
     out["n"] = 5
     out["l_sid"], out["sid"] = 4, sid
-    out["l_step"], out["step"] = 8, [r.step for r in rows]
-    out["l_c"], out["c"] = 8, [r.compute for r in rows]
-    out["l_v"], out["v"] = 8, [r.value for r in rows]
+    out["l_step"], out["step"] = 8, steps
+    out["l_c"], out["c"] = 8, computes
+    out["l_v"], out["v"] = 8, values
     if timed:
-        out["l_w"], out["w"] = 8, [r.wall_time for r in rows]
+        out["l_w"], out["w"] = 8, walls
     else:
         out["l_w"] = -1  # NULL
     return out.tobytes()
@@ -51,8 +53,11 @@ def points_binary(appends: Iterable[tuple[int, Sequence[PointRow]]]) -> bytes:
     """The binary COPY stream of `points` rows for every (series id, rows)."""
     parts = [HEADER]
     for sid, batch in appends:
+        if all(r.wall_time is not None for r in batch):  # the usual batch: one array
+            parts.append(_point_rows(sid, batch, True))
+            continue
         timed = [r for r in batch if r.wall_time is not None]
-        untimed = [r for r in batch if r.wall_time is None] if len(timed) < len(batch) else []
+        untimed = [r for r in batch if r.wall_time is None]
         if timed:
             parts.append(_point_rows(sid, timed, True))
         if untimed:
@@ -61,7 +66,21 @@ def points_binary(appends: Iterable[tuple[int, Sequence[PointRow]]]) -> bytes:
     return b"".join(parts)
 
 
-def chunks_text(rows: Iterable[ChunkRow]) -> bytes:
-    """A text COPY stream of chunk rows (ints and finite floats only: repr is exact and needs
-    no escaping; a batch has tens of them, so text is as fast as anything here)."""
-    return "".join("\t".join(map(repr, r)) + "\n" for r in rows).encode()
+# The chunk columns (chunks.COLUMNS): ints are series_id, level, n (int4), chunk, min_step,
+# max_step, lo_step, hi_step (int8); the rest float8.
+_INT4 = {"series_id", "level", "n"}
+_INT8 = {"chunk", "min_step", "max_step", "lo_step", "hi_step"}
+_CHUNK = np.dtype([("fields", ">i2")] + [
+    item for c in CHUNK_COLUMNS for item in (
+        (f"l_{c}", ">i4"), (c, ">i4" if c in _INT4 else ">i8" if c in _INT8 else ">f8"))
+])  # fmt: skip
+
+
+def chunks_binary(rows: Sequence[ChunkRow]) -> bytes:
+    """The binary COPY stream of chunk rows (columns in `chunks.COLUMNS` order)."""
+    out = np.empty(len(rows), dtype=_CHUNK)
+    out["fields"] = len(CHUNK_COLUMNS)
+    for name, column in zip(CHUNK_COLUMNS, zip(*rows, strict=True), strict=True):
+        out[f"l_{name}"] = 4 if name in _INT4 else 8
+        out[name] = column
+    return HEADER + out.tobytes() + TRAILER

@@ -24,7 +24,7 @@ from scalewatch.server.store.chunks import (
 from scalewatch.server.store.chunks import COLUMNS as CHUNK_COLUMNS
 from scalewatch.server.store.common import SqlBase, dialect_insert
 from scalewatch.server.store.group_marks import UPSERT_PG, UPSERT_SQLITE
-from scalewatch.server.store.pgcopy import POINT_COLUMNS, chunks_text, points_binary
+from scalewatch.server.store.pgcopy import POINT_COLUMNS, chunks_binary, points_binary
 from scalewatch.server.store.runs_sql import resolve_fit_metric
 
 # Each bucket keeps its first, last, lowest and highest point: collapses and spikes survive
@@ -374,9 +374,10 @@ class PointsMixin(SqlBase):
             raw: Any = conn.connection.driver_connection
             with (
                 raw.cursor() as cur,
-                cur.copy(f"COPY point_chunks ({', '.join(CHUNK_COLUMNS)}) FROM STDIN") as cp,
+                cur.copy(f"COPY point_chunks ({', '.join(CHUNK_COLUMNS)}) FROM STDIN "
+                         "(FORMAT BINARY)") as cp,
             ):
-                cp.write(chunks_text(new))
+                cp.write(chunks_binary(new))
         if merge and self.dialect == "postgresql":
             # One statement with the rows as literals: an executemany costs a statement a row,
             # and binding ~20 parameters a row costs more client CPU than the database's work.
