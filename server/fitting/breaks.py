@@ -41,6 +41,8 @@ Z_SCREEN = 2.0  # cheap screen on the full fit's residuals before any refit
 Z_BREAK = 3.5
 MIN_DROP = 0.02  # the paper's margin on A: smaller departures are not worth a verdict
 RECENT = 5  # the newest evaluations that make the "recent level"
+FALL_Z = 1.96  # the recent level lies this many of its sds below the level reached (2.58 was
+# tried: each false alarm of bench/alerts.py fired one evaluation later, no fewer)
 
 
 Theta = tuple[float, float, float, float]  # (A, m, B, R0), m = ln(C_mid / c0)
@@ -218,6 +220,17 @@ def detect_break(
         return None
     if float(r_all[-recent:].mean()) > -MIN_DROP / 2:
         return None  # the newest points are back on the curve
+    # A break is a fall: the recent level must lie clearly below the level the run had reached
+    # where the departure starts.  A run still rising, only more slowly than an extrapolated
+    # curve promised, has a lower ceiling than that curve (which the refits of the whole run
+    # report), not a break: that is how a pre-break curve that overshot on persistent noise
+    # raised false alarms.
+    # "Reached": the curve there, or the evaluations just before it when they are lower (a
+    # curve that overshot is not a level the run ever showed).
+    reached = float(_curve(x[start:start + 1], th)[0])
+    reached = min(reached, float(y[max(start - RECENT, 0):start].mean()))
+    if level + FALL_Z * level_sd > reached:
+        return None
     return Break(
         index=start, drop=drop, drop_ci=(drop - half, drop + half), z=z,
         level=level, level_ci=(level - 1.96 * level_sd, level + 1.96 * level_sd),
