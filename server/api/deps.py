@@ -15,11 +15,13 @@ from scalewatch.server.scopes import SCOPE_RANK
 from scalewatch.server.store.base import Store, TokenStore
 
 
-def get_store(request: Request) -> Store:
+# Async, though they only read app state: FastAPI runs a plain `def` dependency in its thread
+# pool, a thread hop per dependency per request.
+async def get_store(request: Request) -> Store:
     return request.app.state.store
 
 
-def get_settings(request: Request) -> Settings:
+async def get_settings(request: Request) -> Settings:
     return request.app.state.settings
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 import threading
 from collections import OrderedDict, defaultdict
 from typing import Any
@@ -172,6 +173,21 @@ _SQLITE_UPSERT = (
 )
 
 
+def _by_metric(rows: list[PointRow]) -> dict[str, list[PointRow]]:
+    """Each metric's rows in step order, one per step: the last of a repeated step wins (a
+    resend may repeat one). A trainer's batch is already in order without repeats: that is
+    checked in one pass, and only another batch is sorted."""
+    by_metric: dict[str, list[PointRow]] = defaultdict(list)
+    for row in rows:
+        by_metric[row.metric].append(row)
+    for metric, batch in by_metric.items():
+        steps = [r.step for r in batch]
+        if not all(map(operator.lt, steps, steps[1:])):
+            last = {r.step: r for r in batch}  # the last write of each step
+            by_metric[metric] = [last[st] for st in sorted(last)]
+    return by_metric
+
+
 class _LRU:
     """A small thread-safe LRU of downsampled pages (each at most a few thousand points)."""
 
@@ -202,18 +218,13 @@ class PointsMixin(SqlBase):
     def ingest_points(self, run_id: int, rows: list[PointRow]) -> Ingested:
         """Upsert rows on (run, metric, step) in one transaction; returns (accepted, updated)
         and whether a refit was queued."""
-        # Last write wins inside a batch too (a resend may repeat a step).
-        dedup: dict[tuple[str, int], PointRow] = {}
-        for row in rows:
-            dedup[(row.metric, row.step)] = row
-        by_metric: dict[str, list[PointRow]] = defaultdict(list)
-        for row in dedup.values():
-            by_metric[row.metric].append(row)
+        by_metric = _by_metric(rows)
+        n_rows = sum(len(b) for b in by_metric.values())
 
         with self.session() as s:
             if self.dialect == "postgresql" and rows:
                 inserted_total, refit = self._ingest_pg(s, run_id, by_metric)
-                return Ingested(len(dedup), len(dedup) - inserted_total, refit)
+                return Ingested(n_rows, n_rows - inserted_total, refit)
             if self.dialect == "sqlite":
                 # SQLite has no row locks (FOR UPDATE is ignored) and pysqlite begins the
                 # transaction only at the first write, so two batches could both read "nothing
@@ -244,7 +255,7 @@ class PointsMixin(SqlBase):
             for metric in sorted(by_metric, key=lambda m: series_ids[m]):
                 batch = by_metric[metric]
                 last = last_steps.get(metric)
-                if last is None or min(r.step for r in batch) > last:
+                if last is None or batch[0].step > last:
                     # Pure append (the trainer's normal case): nothing can conflict, so the
                     # rows go in as a bulk executemany without upsert bookkeeping.
                     self._append_series_points(s, series_ids[metric], batch)
@@ -256,7 +267,7 @@ class PointsMixin(SqlBase):
                 inserted[metric] = len(batch) - overwritten
             self._maintain_chunks(s, appended, rewritten)
             refit = self._update_summaries(s, run, series_ids, by_metric, inserted)
-            return Ingested(len(dedup), len(dedup) - sum(inserted.values()), refit)
+            return Ingested(n_rows, n_rows - sum(inserted.values()), refit)
 
     def _ingest_pg(
         self, s: Session, run_id: int, by_metric: dict[str, list[PointRow]]
@@ -270,7 +281,7 @@ class PointsMixin(SqlBase):
         SQLAlchemy expressions per series cost more CPU than the database work itself."""
         raw: Any = s.connection().connection.driver_connection  # psycopg's
         now = utcnow()
-        newest_all = max((r for b in by_metric.values() for r in b), key=lambda r: r.step)
+        newest_all = max((b[-1] for b in by_metric.values()), key=lambda r: r.step)
         with raw.cursor() as cur:
             # The UPDATE takes the run row's lock (concurrent batches of one run serialise
             # here; lock order run, then series) and moves the run summary, which depends on
@@ -296,7 +307,7 @@ class PointsMixin(SqlBase):
         for metric in sorted(by_metric, key=lambda m: series_ids[m]):
             batch = by_metric[metric]
             last = last_steps.get(metric)
-            if last is None or min(r.step for r in batch) > last:
+            if last is None or batch[0].step > last:
                 appends.append((series_ids[metric], batch))  # nothing can conflict
                 inserted[metric] = len(batch)
             else:
@@ -315,7 +326,7 @@ class PointsMixin(SqlBase):
         fit_metric = resolve_fit_metric(fit_metric_explicit, list(series_ids))
         ids, counts, steps, computes, values, refits = [], [], [], [], [], []
         for metric in sorted(by_metric, key=lambda m: series_ids[m]):
-            newest = max(by_metric[metric], key=lambda r: r.step)
+            newest = by_metric[metric][-1]
             ids.append(series_ids[metric])
             counts.append(inserted[metric])
             steps.append(newest.step)
@@ -489,7 +500,7 @@ class PointsMixin(SqlBase):
         now = utcnow()
         fit_metric = resolve_fit_metric(run.fit_metric, list(series_ids))
         for metric, batch in by_metric.items():
-            newest = max(batch, key=lambda r: r.step)
+            newest = batch[-1]
             # One statement per series: counters always move, the latest value only when this
             # batch reaches at least as far as what is stored (a replayed old batch must not
             # turn back the summary).
@@ -504,7 +515,7 @@ class PointsMixin(SqlBase):
             if metric == fit_metric:
                 values["refit_requested"] = Series.refit_requested + 1
             s.execute(update(Series).where(Series.id == series_ids[metric]).values(**values))
-        newest_all = max((r for b in by_metric.values() for r in b), key=lambda r: r.step)
+        newest_all = max((b[-1] for b in by_metric.values()), key=lambda r: r.step)
         is_newer = Run.last_step.is_(None) | (Run.last_step <= newest_all.step)
         s.execute(
             update(Run)
