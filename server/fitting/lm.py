@@ -7,6 +7,11 @@ an analytic Jacobian, a start from the grid's best cell or a previous fit), so a
 Marquardt iteration with box constraints handled by an active set converges in a handful of
 steps of a few tens of microseconds each.
 
+The start must be in the right basin (the grid's best cell, or a previous fit that a coarse
+grid confirmed, as ``fit.point_fit`` does): from a start with almost no gain the C_mid and B
+columns of the Jacobian vanish and the iteration can slide onto a flat curve, where trf's
+reflective steps sometimes still find their way out.
+
 Bounds: a parameter sitting on a bound whose gradient points out of the box is held there
 for the step (the active set); the step of the others is clipped into the box.  Every
 accepted step lowers the SSR, so the result is never worse than the start.
