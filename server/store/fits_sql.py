@@ -181,10 +181,16 @@ class FitsMixin(SqlBase):
     def latest_fit(self, run_id: int, metric: str | None = None) -> tuple[str, FitRecord | None]:
         """(metric name, its latest stored fit or None); metric defaults to the run's."""
         with self.session() as s:
-            sid, name = self._series_id(s, run_id, metric)
-            if sid is None:
-                return name, None
-            fit_id = s.scalar(select(Series.latest_fit_id).where(Series.id == sid))
+            run = s.get(Run, run_id)
+            if run is None:
+                raise NotFound(f"run {run_id} not found")
+            # The series with their latest fit ids in one query (as `_series_id`, plus the id).
+            rows = s.execute(
+                select(Series.name, Series.latest_fit_id).where(Series.run_id == run_id)
+            ).all()
+            names = {n: f for n, f in rows}
+            name = metric or resolve_fit_metric(explicit_fit_metric(run), list(names))
+            fit_id = names.get(name)
             if fit_id is None:
                 return name, None
             return name, s.scalar(select(Fit.result).where(Fit.id == fit_id))

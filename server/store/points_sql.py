@@ -565,16 +565,18 @@ class PointsMixin(SqlBase):
         series is drawn from its `point_chunks` alone (`_downsample_rollup`), not exactly the
         raw buckets but a few milliseconds whatever its length."""
         with self.session() as s:
-            if s.get(Run, run_id) is None:
-                raise NotFound(f"run {run_id} not found")
+            # The run and its series in one query (a page of Compare reads ten of them).
             found = s.execute(
-                select(Series.id, Series.n_points, Series.updated_at).where(
-                    Series.run_id == run_id, Series.name == metric
-                )
+                select(Run.id, Series.id, Series.n_points, Series.updated_at)
+                .select_from(Run)
+                .outerjoin(Series, and_(Series.run_id == Run.id, Series.name == metric))
+                .where(Run.id == run_id)
             ).first()
             if found is None:
+                raise NotFound(f"run {run_id} not found")
+            _, sid, n_points, changed_at = found
+            if sid is None:
                 return PointsPage(metric, [], [], [], False, 0)
-            sid, n_points, changed_at = found
             since = since_step if since_step is not None else 0
             where = and_(Point.series_id == sid, Point.step >= since)
             col = Point.compute if x == "compute" else Point.step
@@ -611,7 +613,7 @@ class PointsMixin(SqlBase):
                 return cached
             page = None
             if rollup and since == 0:
-                page = self._downsample_rollup(s, sid, metric, max_points, x_range, x)
+                page = self._downsample_rollup(s, sid, metric, n_points, max_points, x_range, x)
             if page is None:
                 page = self._downsample(s, sid, metric, where, col, since, max_points, x_range, x)
             _DOWNSAMPLED.put(key, page)
@@ -693,6 +695,7 @@ class PointsMixin(SqlBase):
         s: Session,
         sid: int,
         metric: str,
+        n_points: int,
         max_points: int,
         x_range: tuple[float, float] | None,
         x: str,
@@ -714,7 +717,11 @@ class PointsMixin(SqlBase):
         conn = s.connection()
         ph = "%s" if self.dialect == "postgresql" else "?"
         level = total = None
-        for lv in reversed(CHUNK_LEVELS):
+        # The coarsest level with a chunk a bucket. Counting chunks is one query a level, so
+        # only the levels that would have that many if the steps were consecutive are asked,
+        # coarsest first (sparser steps only make more chunks; a series with too few points
+        # for any level is read exactly, cheaply).
+        for lv in [lv for lv in reversed(CHUNK_LEVELS) if (n_points >> lv) >= nb]:
             chunks, n = conn.exec_driver_sql(
                 f"SELECT count(*), sum(n) FROM point_chunks WHERE series_id = {ph} AND "
                 f"level = {ph} AND {hi_col} >= {ph} AND {lo_col} <= {ph}",
