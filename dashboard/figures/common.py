@@ -306,10 +306,14 @@ def _curve_trace_dicts(
                 "showlegend": group is None,
             }))  # fmt: skip
     inside = np.geomspace(lo, hi, N_CURVE // 2)
+    outside = np.geomspace(hi, end, N_CURVE // 2)
+    # One evaluation of the draws for both lines (the median is taken column by column, so
+    # each value is what predicting the two grids apart gives).
+    y_in, y_out = np.split(predict(res, np.concatenate([inside, outside])), [inside.size])
     traces.append(_drop_none({
         "type": "scatter",
         "x": inside,
-        "y": predict(res, inside).astype("f4"),
+        "y": y_in.astype("f4"),
         "mode": "lines",
         "line": {"color": color, "width": 2.5, "dash": "solid"},
         "name": f"{name} fit" if group else "fit (fit window)",
@@ -318,11 +322,10 @@ def _curve_trace_dicts(
         "showlegend": group is None,
     }))  # fmt: skip
     if end > hi * (1 + 1e-9):
-        outside = np.geomspace(hi, end, N_CURVE // 2)
         traces.append(_drop_none({
             "type": "scatter",
             "x": outside,
-            "y": predict(res, outside).astype("f4"),
+            "y": y_out.astype("f4"),
             "mode": "lines",
             "line": {"color": color, "width": 2.5, "dash": "dash"},
             "name": f"{name} extrapolation" if group else "extrapolation",
