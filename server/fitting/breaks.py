@@ -177,7 +177,11 @@ def detect_break(
         return None
     # The linearised screen of every candidate at once; only those near the threshold are
     # refitted exactly.
-    near = linear_z(x, y, theta, fit_r0, cands) < -(Z_BREAK - MARGIN)
+    # A full fit that does not rise (a collapse can bend it into a falling step) is no point
+    # to linearise the rise before the fall around: then every candidate is refitted.
+    rising = theta[0] - theta[3] >= MIN_DROP
+    near = (linear_z(x, y, theta, fit_r0, cands) < -(Z_BREAK - MARGIN) if rising
+            else np.ones(len(cands), dtype=bool))
     best: tuple[float, int, Theta, float, float] | None = None
     for m in (m for m, keep in zip(cands, near, strict=True) if keep):
         k = n - m

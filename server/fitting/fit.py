@@ -170,6 +170,28 @@ def point_fit(
     return PointFit(th, ssr, gr, "full")
 
 
+def prefix_fit(
+    bd: G.Binned, r0: float | None, value_range: tuple[float, float],
+    start: tuple[float, float, float, float], m_bounds: tuple[float, float],
+) -> tuple[float, float, float, float]:
+    """The break test's fit of a prefix of the window, on binned data (the test weighs the
+    departure of many noisy points, far coarser than the binning's error), warm-started from
+    the full fit.  As in ``point_fit``'s warm path a coarse grid checks the basin: a full fit
+    bent far out of shape by a collapse (a falling step) is no start for the rise before it."""
+    fit_r0 = r0 is None
+    st = start if r0 is None else (start[0], start[1], start[2], float(r0))
+    th = _refine(bd.x, bd.y, st, fit_r0, value_range, m_bounds, None, bd.w)
+    a, m, b, rr = th
+    e = bd.y - (rr + (a - rr) * frac(bd.x, m, b))
+    ssr = float(bd.w @ (e * e)) + bd.ssw
+    check = G.search(bd, r0, value_range, *G.default_axes(float(bd.x[0]), *COARSE))
+    if ssr <= float(check.ssr.min()) * (1.0 + 1e-6) + 1e-15:
+        return th
+    i = check.best
+    best = (float(check.a[i]), float(check.m[i]), float(check.b[i]), float(check.r0[i]))
+    return _refine(bd.x, bd.y, best, fit_r0, value_range, m_bounds, None, bd.w)
+
+
 def _insufficient(prep: Prepared, options: FitOptions, msg: str, n: int) -> FitResult:
     return FitResult(
         status="insufficient_data", R0=prep.r0, r0_source=prep.r0_source, n_points=n,
@@ -233,10 +255,7 @@ def fit_curve(
 
     def refit(x: FloatArray, y: FloatArray, st: tuple[float, float, float, float]
               ) -> tuple[float, float, float, float]:
-        # A prefix of the window, warm-started from the full fit: on binned data (the test
-        # weighs a departure of many noisy points, far coarser than the binning's error).
-        bd = G.bin_data(x, y, BREAK_BINS)
-        return _refine(bd.x, bd.y, st, prep.r0 is None, (lo, hi), m_bounds, None, bd.w)
+        return prefix_fit(G.bin_data(x, y, BREAK_BINS), prep.r0, (lo, hi), st, m_bounds)
 
     brk = detect_break(prep.x, prep.y, pf.theta, prep.r0, (lo, hi), refit)
     if brk is not None:

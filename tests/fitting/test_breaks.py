@@ -93,3 +93,16 @@ def test_the_screen_keeps_every_break_the_exact_test_finds(seed: int) -> None:
             assert (exact < -B.Z_BREAK) == (kept < -B.Z_BREAK), (drop, n, exact, kept)
             broken_windows += exact < -B.Z_BREAK
     assert broken_windows > 10  # the runs do break: the test compared something
+
+
+def test_a_collapse_that_bent_the_full_fit_into_a_falling_step_is_a_break() -> None:
+    """A run that rose and then lost 0.4: the full fit is a falling step, no basis for the
+    linearised screen; the break is still found (the prefix refits leave that basin)."""
+    c = np.linspace(150.0, 15000.0, 150)
+    rng = np.random.default_rng(7)
+    y = (0.3 + 0.31 / (1 + (2542.0 / c) ** 1.92)
+         - np.where(c > 9000.0, 0.4 * (1 - np.exp(-(c - 9000.0) / 1500.0)), 0.0)
+         + rng.normal(0, 0.005, c.size))
+    res = fit_curve(c, y)
+    assert res.break_ is not None, res.message
+    assert res.break_["drop"] > 0.3 and 7500 < res.break_["compute"] < 9500
