@@ -13,11 +13,15 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, cast
 
 import numpy as np
 
+from scalewatch.server.fitting import FitOptions, FitResult
+from scalewatch.server.fitting.fit import prepare
 from scalewatch.server.fitting.group import GroupFitResult, GroupMember, fit_group
+from scalewatch.server.services.fits import fit_options_for
 from scalewatch.server.services.groups import (
     failed_group_record,
     group_options,
@@ -49,6 +53,31 @@ def _warm(previous: FitRecord | None, members: list[dict[str, Any]]) -> GroupFit
         return None
 
 
+def reusable_run_fit(member: dict[str, Any], options: FitOptions) -> FitResult | None:
+    """The member's stored run fit when it is what `fit_group` would compute for it: made with
+    the same window, range, R0 and target as the group's options give this member, and on
+    exactly the points of the snapshot.  Then the group refit pools it instead of fitting the
+    seed again (the refitter has just fitted each seed's series on its own)."""
+    stored = member.get("run_fit")
+    if not stored or stored.get("status") == "pending":
+        return None
+    own = fit_options_for(member)
+    if ((own.warmup, own.fit_until, tuple(own.value_range), own.target_compute)
+            != (options.warmup, options.fit_until, tuple(options.value_range),
+                options.target_compute)):
+        return None
+    try:
+        fit = FitResult.from_dict(stored)
+    except (KeyError, TypeError, ValueError):
+        return None
+    prep = prepare(np.asarray(member["compute"], dtype=float),
+                   np.asarray(member["values"], dtype=float),
+                   replace(options, r0=member_r0(member)))
+    if fit.n_points != prep.y.size or tuple(fit.fit_range or ()) != tuple(prep.fit_range or ()):
+        return None
+    return fit
+
+
 class GroupRefits:
     """The group half of the refitter: `Refitter.run_once` alternates series claims and
     `run_batch`."""
@@ -66,6 +95,7 @@ class GroupRefits:
         self.lease_seconds = lease_seconds
         self.listeners = listeners or []
         self.count = count
+        self.member_fits_reused = 0  # seeds pooled from their stored run fit (not refitted)
 
     def run_batch(self) -> int:
         """Claim and fit up to four dirty groups; returns how many were fitted."""
@@ -92,12 +122,14 @@ class GroupRefits:
         t0 = time.perf_counter()
         ok = True
         try:
+            reused = [reusable_run_fit(m, options) for m in members]
+            self.member_fits_reused += sum(f is not None for f in reused)
             result = fit_group(
                 [GroupMember(np.asarray(m["compute"], dtype=float),
                              np.asarray(m["values"], dtype=float),
                              np.asarray(m["steps"], dtype=np.int64), r0=member_r0(m),
-                             target_compute=m.get("target_compute"))
-                 for m in members],
+                             target_compute=m.get("target_compute"), fit=f)
+                 for m, f in zip(members, reused, strict=True)],
                 options, previous=_warm(previous, members),
             )
             stored = group_record(result, members, group=item.group, metric=item.metric,

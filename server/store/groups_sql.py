@@ -11,7 +11,7 @@ from sqlalchemy import func, or_, select, update
 from sqlalchemy.orm import Session, selectinload
 
 from scalewatch.server.db.group_models import GroupFit, GroupSeries
-from scalewatch.server.db.models import Point, Project, Run, Series, utcnow
+from scalewatch.server.db.models import Fit, Point, Project, Run, Series, utcnow
 from scalewatch.server.store.base import DirtyGroup, NotFound
 from scalewatch.server.store.common import SqlBase, iso
 from scalewatch.server.store.fit_records import (
@@ -173,8 +173,23 @@ class GroupsMixin(SqlBase):
                 m["compute"] = [p[0] for p in pts]
                 m["values"] = [p[1] for p in pts]
                 m["steps"] = [p[2] for p in pts]
+                m["run_fit"] = None if sid is None else self._current_fit(s, sid)
             s.rollback()  # read-only: end the snapshot
         return int(requested or 0), members
+
+    @staticmethod
+    def _current_fit(s: Session, series_id: int) -> dict[str, Any] | None:
+        """The series' latest fit (with intervals) when no change is waiting for a refit; read
+        after its points, so a fit newer than them shows in its point count (the caller
+        checks that it describes exactly the points read)."""
+        row = s.execute(
+            select(Series.refit_requested, Series.refit_done, Series.latest_fit_id)
+            .where(Series.id == series_id)
+        ).first()
+        if row is None or row[0] != row[1] or row[2] is None:
+            return None
+        fit = s.execute(select(Fit.result, Fit.has_intervals).where(Fit.id == row[2])).first()
+        return dict(fit[0]) if fit is not None and fit[1] and fit[0] else None
 
     def finish_group_refit(
         self,

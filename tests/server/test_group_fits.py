@@ -189,3 +189,39 @@ def test_two_workers_fit_each_group_once(store) -> None:  # noqa: ANN001
     for g in range(3):
         history = store.group_fit_history("p", f"g{g}", "val_pass_rate")
         assert len(history) == 1 and history[0]["n_points"] == 80
+
+
+def test_a_group_refit_pools_its_seeds_stored_fits(api) -> None:  # noqa: ANN001
+    """Seeds whose own fits are current and made with the group's options are pooled from
+    those fits, not fitted a second time; a seed whose points moved on since its fit, or
+    whose settings differ from the group's, is fitted again with the group's options."""
+    from scalewatch.server.refit.groups import reusable_run_fit
+    from scalewatch.server.services.groups import group_options
+
+    ids = _seeds(api, "p", "reuse", n=3)
+    store = api.app.state.store
+    refitter = Refitter(store)
+    refitter.run_once()  # the three series, then the group
+    assert refitter.groups.member_fits_reused == 3
+    fit = api.get("/api/v1/groups/fit", params={"project": "p", "group": "reuse"}).json()
+    for rid, member in zip(ids, fit["members"], strict=True):
+        own = api.get(f"/api/v1/runs/{rid}/fit").json()
+        assert member["A"] == own["A"] and member["ci"] == own["ci"], (member, own)
+
+    # New points on one seed, its own fit not caught up yet: only the others are reusable.
+    c, y = synthetic(n=90, seed=7)
+    post_series(api, ids[2], c[80:], y[80:])
+    dirty = store.claim_dirty_groups("probe", 60.0, limit=1)
+    _, members = store.group_snapshot(dirty[0].group_series_id)
+    options = group_options(members)
+    assert [reusable_run_fit(m, options) is not None for m in members] == [True, True, False]
+    store.finish_group_refit(dirty[0].group_series_id, "probe", 0, None, False)
+
+    # One seed gets a warm-up: the group's window starts at the latest warm-up, which is that
+    # seed's own window only, so the other two are fitted again with the group's options.
+    api.patch(f"/api/v1/runs/{ids[0]}", json={"fit_settings": {"warmup": 1500}})
+    refitter.groups.member_fits_reused = 0
+    refitter.run_once()
+    assert refitter.groups.member_fits_reused == 1
+    fit = api.get("/api/v1/groups/fit", params={"project": "p", "group": "reuse"}).json()
+    assert fit["status"] != "pending" and fit["n_points"] < 250
