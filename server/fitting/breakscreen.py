@@ -11,7 +11,9 @@ coefficient, the prefix fit's extrapolation uncertainty.  Only candidates whose 
 comes within ``MARGIN`` of the threshold go on to the exact test.
 
 One step from the full fit is close to the prefix fit because the full fit only bends
-part of the way towards a fall.  On long, deep falls one step undershoots (the screen's z of
+part of the way towards a fall; a full fit that does not rise at all (a collapse of 0.4 can
+bend it into a falling step) is no point to linearise around, and ``breaks.detect_break``
+then refits every candidate.  On long, deep falls one step undershoots (the screen's z of
 a segment the exact test puts at -4.4 was seen at -1.6), so the margin is wide; what must
 hold, and ``tests/fitting/test_breaks.py`` checks, is that the candidates kept give the
 exact test's verdict over all candidates.  On the alert bench's runs (2,600 refit windows)
