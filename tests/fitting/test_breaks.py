@@ -106,3 +106,17 @@ def test_a_collapse_that_bent_the_full_fit_into_a_falling_step_is_a_break() -> N
     res = fit_curve(c, y)
     assert res.break_ is not None, res.message
     assert res.break_["drop"] > 0.3 and 7500 < res.break_["compute"] < 9500
+
+
+def test_the_screens_closed_form_noise_sums_match_the_matrix_ones() -> None:
+    from scalewatch.server.fitting.breaks import _shapes
+    from scalewatch.server.fitting.breakscreen import _ar1_weight_sums
+
+    m = np.array([3.0, 8.0, 25.0, 128.0])
+    rho = np.array([0.0, 0.5, 0.9, 0.98])
+    step, ramp = _ar1_weight_sums(m, rho)
+    for i, (mi, r) in enumerate(zip(m.astype(int), rho, strict=True)):
+        cov = r ** np.abs(np.subtract.outer(np.arange(mi), np.arange(mi)))
+        w_step, w_ramp = _shapes(mi)
+        assert step[i] == pytest.approx(w_step @ cov @ w_step, rel=1e-12)
+        assert ramp[i] == pytest.approx(w_ramp @ cov @ w_ramp, rel=1e-12)
