@@ -33,6 +33,7 @@ A_i given A, each seed's rho given the cell, each fitted R0_i given A_i and rho.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 from scipy.special import ndtr
@@ -61,7 +62,7 @@ class Seed:
     r0: float | None  # None -> fitted
     s2: float  # residual variance of its own fit (shapes Jeffreys' prior only)
 
-    @property
+    @cached_property  # the pooled Jeffreys' prior reads it on the coarse and the fine grid
     def binned(self) -> G.Binned:
         return G.bin_data(self.x, self.y)
 
