@@ -310,27 +310,21 @@ def _curve_trace_dicts(
     # One evaluation of the draws for both lines (the median is taken column by column, so
     # each value is what predicting the two grids apart gives).
     y_in, y_out = np.split(predict(res, np.concatenate([inside, outside])), [inside.size])
-    traces.append(_drop_none({
-        "type": "scatter",
-        "x": inside,
-        "y": y_in.astype("f4"),
-        "mode": "lines",
-        "line": {"color": color, "width": 2.5, "dash": "solid"},
-        "name": f"{name} fit" if group else "fit (fit window)",
-        "meta": "fit",
-        "legendgroup": group,
-        "showlegend": group is None,
-    }))  # fmt: skip
-    if end > hi * (1 + 1e-9):
-        traces.append(_drop_none({
+
+    def line(x: Any, y: Any, dash: str, meta: str, label: str) -> dict[str, Any]:
+        return _drop_none({
             "type": "scatter",
-            "x": outside,
-            "y": y_out.astype("f4"),
+            "x": x,
+            "y": y.astype("f4"),
             "mode": "lines",
-            "line": {"color": color, "width": 2.5, "dash": "dash"},
-            "name": f"{name} extrapolation" if group else "extrapolation",
-            "meta": "extrapolation",
+            "line": {"color": color, "width": 2.5, "dash": dash},
+            "name": f"{name} {meta}" if group else label,
+            "meta": meta,
             "legendgroup": group,
             "showlegend": group is None,
-        }))  # fmt: skip
+        })  # fmt: skip
+
+    traces.append(line(inside, y_in, "solid", "fit", "fit (fit window)"))
+    if end > hi * (1 + 1e-9):
+        traces.append(line(outside, y_out, "dash", "extrapolation", "extrapolation"))
     return traces
