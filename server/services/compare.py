@@ -20,7 +20,7 @@ import numpy as np
 
 from scalewatch.server.fitting import FitResult, compare_fits
 from scalewatch.server.fitting.compare import SAME_A_MARGIN
-from scalewatch.server.services.fits import latest_or_pending, public_fit
+from scalewatch.server.services.fits import latest_or_pending_many, public_fit
 from scalewatch.server.store.base import PointsPage, Store
 from scalewatch.server.store.fit_records import FitRecord
 
@@ -81,21 +81,27 @@ def load_compare_inputs(
         hi = max((r.get("last_compute") or 0.0) for r in infos) if infos else 0.0
         x_range = (0.0, float(hi)) if hi > 0 else None
 
+    def label(info: dict[str, Any]) -> str:
+        return info["name"] if names.count(info["name"]) == 1 else f"{info['name']}#{info['id']}"
+
+    if metric is None:  # no runs
+        return []
+    fits = latest_or_pending_many(store, ids, metric)  # every run's fit in one read
+    if max_points is not None:
+        # Downsampled: every run's points in a few queries (the Compare page).
+        pages = store.get_points_many(ids, metric, max_points=max_points, x_range=x_range)
+        return [CompareInput(i, label(i), fits[i["id"]], pages[i["id"]]) for i in infos]
+
     def load(info: dict[str, Any]) -> CompareInput:
-        label = info["name"] if names.count(info["name"]) == 1 else f"{info['name']}#{info['id']}"
-        stored = latest_or_pending(store, info["id"], metric)
-        page = store.get_points(
-            info["id"], stored["metric"], max_points=max_points, x_range=x_range,
-            rollup=max_points is not None,
-        )
-        return CompareInput(info, label, stored, page)
+        page = store.get_points(info["id"], metric, x_range=x_range)
+        return CompareInput(info, label(info), fits[info["id"]], page)
 
     if len(infos) <= 1 or store.dialect != "postgresql":
         # SQLite runs in this process: threads only contend for the GIL (4 threads made ten
         # series 4x slower than one after the other).
         return [load(i) for i in infos]
-    # Each series is one aggregate query that runs in the database with the GIL released:
-    # a few in parallel overlap the database's work with our decoding.
+    # Every point of each run (`GET /compare`): one query a series, running in the database
+    # with the GIL released, so a few in parallel overlap its work with our decoding.
     with ThreadPoolExecutor(max_workers=min(4, len(infos))) as pool:
         return list(pool.map(load, infos))
 

@@ -76,3 +76,18 @@ def latest_or_pending(store: FitStore, run_id: int, metric: str | None) -> FitRe
     if "metric" not in stored:
         stored["metric"] = name
     return stored
+
+
+def latest_or_pending_many(
+    store: FitStore, run_ids: list[int], metric: str
+) -> dict[int, FitRecord]:
+    """`latest_or_pending(store, run, metric)` of every run, by run id, in one store read."""
+    out: dict[int, FitRecord] = {}
+    for run_id, (stored, queued) in store.latest_fits(run_ids, metric).items():
+        if stored is None:
+            out[run_id] = not_fitted(metric, queued)
+            continue
+        if "metric" not in stored:
+            stored["metric"] = metric
+        out[run_id] = stored
+    return out

@@ -114,6 +114,14 @@ class RunStore(Protocol):
         limit: int | None = None,
         rollup: bool = False,
     ) -> PointsPage: ...
+    def get_points_many(
+        self,
+        run_ids: list[int],
+        metric: str,
+        *,
+        max_points: int,
+        x_range: tuple[float, float] | None = None,
+    ) -> dict[int, PointsPage]: ...
     def last_points(self, series_id: int, n: int) -> tuple[list[float], list[float]]: ...
 
 
@@ -136,6 +144,9 @@ class FitStore(Protocol):
         has_intervals: bool,
     ) -> int | None: ...
     def request_fit(self, run_id: int, metric: str) -> bool: ...
+    def latest_fits(
+        self, run_ids: list[int], metric: str
+    ) -> dict[int, tuple[FitRecord | None, bool]]: ...
     def latest_fit(
         self, run_id: int, metric: str | None = None
     ) -> tuple[str, FitRecord | None]: ...
