@@ -1,6 +1,6 @@
 """Detection delays and false alarms of `asymptote_drop`, refitting after every evaluation.
 
-    .venv/bin/python bench/alerts.py [--stable 50] [--broken 10] [--evals 100]
+    .venv/bin/python bench/alerts.py [--stable 50] [--broken 10] [--evals 100] [--oracle 1000]
 
 The engine and the rule exactly as the server runs them (``fit_curve`` with the previous fit
 as warm start, then ``scalewatch.server.alerts.evaluate.asymptote_drop`` against the best
@@ -15,7 +15,9 @@ fits and last 8 x C_mid:
   0.95, a fixed prompt set of 200 or 2,000 prompts).
 
 Printed: per scenario the delay (evaluations from the start of the change to the alert
-opening), how many runs fired, opened more than once (flapping), and false alarms.
+opening), how many runs fired, opened more than once (flapping), and false alarms; then the
+delays of an oracle that knows the true curve and noise (``alert_oracle.py``) at the false-alarm
+level the product aims for: no detector that must learn both from the run can beat them.
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import alert_oracle  # noqa: E402
 
 from scalewatch.server.alerts import evaluate as ev  # noqa: E402
 from scalewatch.server.fitting import FitOptions, FitResult, fit_curve  # noqa: E402
@@ -95,6 +100,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--broken", type=int, default=10)
     ap.add_argument("--evals", type=int, default=100)
     ap.add_argument("--seed", type=int, default=3)
+    ap.add_argument("--oracle", type=int, default=1000,
+                    help="stable runs that set the oracle's alarm threshold (0: no oracle)")
     args = ap.parse_args(argv)
     rng = np.random.default_rng(args.seed)
     t0 = time.perf_counter()
@@ -124,6 +131,12 @@ def main(argv: list[str]) -> int:
                   f"more than once {flapped}; delay (evaluations after the change starts) "
                   f"median {np.nanmedian(d):.0f}, max {np.nanmax(d):.0f}, all {sorted(delays)}",
                   flush=True)
+    if args.oracle:
+        print(f"the same changes seen by an oracle (true curve and noise; threshold from "
+              f"{args.oracle} stable runs):", flush=True)
+        for line in alert_oracle.delays(np.random.default_rng(args.seed + 1), args.oracle,
+                                        max(args.broken, 100), args.evals, FIRST):
+            print(line, flush=True)
     print(f"({time.perf_counter() - t0:.0f} s)")
     return 0
 
