@@ -64,6 +64,21 @@ class TempDatabase:
                 c.execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
 
 
+def tree_pythonpath(root: Path) -> str:
+    """PYTHONPATH that makes Python import `root`'s code: its `trainer_client`, and the
+    `scalewatch` namespace from a folder of symlinks to its `server/`, `dashboard/` and
+    `migrations/` (the names the editable install maps; `root` alone on PYTHONPATH would still
+    import this checkout's `scalewatch.*` through the install's import hook, so a "baseline"
+    would silently run the current code)."""
+    ns = root / "_ns" / "scalewatch"
+    ns.mkdir(parents=True, exist_ok=True)
+    for name in ("server", "dashboard", "migrations"):
+        link = ns / name
+        if not link.exists():
+            link.symlink_to(root / name, target_is_directory=True)
+    return f"{root / '_ns'}{os.pathsep}{root}"
+
+
 class Server:
     """`scalewatch serve --no-auth` in a subprocess."""
 
@@ -80,7 +95,7 @@ class Server:
         home = tempfile.mkdtemp(prefix="sw-home-")
         env = {**os.environ, "SCALEWATCH_HOME": home, **(extra_env or {})}
         if root != ROOT:  # ahead of the editable install of this checkout
-            env["PYTHONPATH"] = str(root)
+            env["PYTHONPATH"] = tree_pythonpath(root)
         subprocess.run(
             [
                 sys.executable,
