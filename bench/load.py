@@ -20,6 +20,15 @@ error. Levels stop at the first one that misses the target (--all-levels to run 
 --baseline-ref REF runs the same levels against a second server built from that git revision
 (exported with `git archive` into a temporary directory, its own database), alternating
 baseline and current at each level so both see the same machine load, and prints the ratios.
+
+--scaling 1,2,4 (PostgreSQL) is a PROXY for `serve --workers N` scaling, for machines with fewer
+cores than workers: one fixed offered load (--trainers, a single number, below one worker's
+saturation) against servers of 1, 2 and 4 workers, in --rounds rounds (the order of the worker
+counts alternates), measuring server CPU-seconds per 1,000 requests (the process tree, from
+/proc), PostgreSQL backend CPU per 1,000 requests, and backend-seconds waiting on locks and on
+WAL flushes (sampled from pg_stat_activity every 10 ms). Constant CPU per request and no lock
+waits growing with the worker count mean N workers on N free cores serve N times the load; it
+is not a throughput measurement.
 """
 
 from __future__ import annotations
@@ -289,7 +298,14 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=1, help="server processes (serve --workers)")
     ap.add_argument("--sqlite", action="store_true", help="SQLite instead of PostgreSQL")
     ap.add_argument("--baseline-ref", help="also measure a server built from this git revision")
+    ap.add_argument("--scaling", help="worker counts, e.g. 1,2,4: the CPU/lock proxy (above)")
+    ap.add_argument("--rounds", type=int, default=2, help="--scaling: rounds per worker count")
     args = ap.parse_args()
+    if args.scaling:
+        from bench._scaling import run_scaling
+
+        run_scaling(args)
+        return
     kind = "sqlite" if args.sqlite else "postgresql"
     if kind == "postgresql" and not pg_available():
         raise SystemExit("PostgreSQL is not reachable (SCALEWATCH_BENCH_PG_URL)")
