@@ -1,6 +1,7 @@
 """Calibration harness for the forecast: is each 95% interval right 95% of the time?
 
     .venv/bin/python bench/calibration.py [--reps 6] [--paper-reps 1] [--no-real] [--families ...]
+                                          [--noise-prior]
 
 Synthetic runs are shaped by the paper's Table 1 fits and run to 8 x C_mid.  Each is fitted on
 windows that end at 1, 1.5, 2, 3 and 5 x C_mid and forecasts the run's end.  The noise
@@ -22,6 +23,11 @@ the run's end; forecast-interval coverage (``predicted_interval`` vs the run's f
 evaluation) and median width; confidently wrong (``ok`` and the true A more than 0.05 outside
 A's interval).  Beside it, a plain least-squares fit (``curve_fit``) and the paper's method.
 
+``--noise-prior`` adds the default method with the opt-in noise prior (``+rho prior``): a noise
+family stands for a project (one evaluation set), and each run's prior on rho is learned from
+the *other* runs of its family, fitted to their end (leave-one-out), as the server learns it
+from a project's finished runs.
+
 Real curves (``/work/shared/data/real_curves``, read in place, never copied) are fitted on
 the first half of their compute and forecast their end, as in ``bench/fit_accuracy.py``.
 """
@@ -40,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scalewatch.server.fitting import FitOptions, fit_curve, predict_interval  # noqa: E402
 from scalewatch.server.fitting.fit import ID_MAX_WIDTH, prepare  # noqa: E402
+from scalewatch.server.fitting.noise_prior import learn_rho_prior  # noqa: E402
 from scalewatch.server.fitting.paper import fit_baseline  # noqa: E402
 from scalewatch.server.fitting.synth import TABLE1, make_prompt_run, make_run  # noqa: E402
 
@@ -81,9 +88,15 @@ def make(fam: dict, shape: tuple, rng: np.random.Generator) -> dict:
     return run
 
 
-def fit_one(run: dict, window: float, method: str) -> dict:
+PRIOR = "+rho prior"  # the default method with the noise prior learned leave-one-out
+DEFAULTS = ("default", "", PRIOR)  # rows judged on their intervals (the others: point error)
+
+
+def fit_one(run: dict, window: float, method: str,
+            noise_prior: tuple[float, float] | None = None) -> dict:
     opts = FitOptions(r0=run["r0"], warmup=run["warmup"], fit_until=window * run["cm"],
-                      target_compute=run["end"], method=method)
+                      target_compute=run["end"], method="default" if method == PRIOR else method,
+                      noise_prior=noise_prior)
     t0 = time.perf_counter()
     if method == "paper":
         res = fit_baseline(prepare(run["c"], run["y"], opts), opts, exact=False)
@@ -122,7 +135,7 @@ def row(label: str, method: str, rows: list[tuple[dict, dict]], oracle: str) -> 
     f_w = [o["piv"][1] - o["piv"][0] for _, o in rows if o["piv"]]
     wrong = sum(1 for r, o in ok if o["ci_a"] and max(o["ci_a"][0] - r["a_true"],
                                                       r["a_true"] - o["ci_a"][1]) > 0.05)
-    if method not in ("default", ""):  # the baselines (no interval): judged on the point error
+    if method not in DEFAULTS:  # the baselines (no interval): judged on the point error
         wrong = sum(1 for r, o in ok if o["a_hat"] is not None
                     and abs(o["a_hat"] - r["a_true"]) > 0.05)
     ms = np.median([o["ms"] for _, o in rows])
@@ -154,17 +167,20 @@ def synthetic(args: argparse.Namespace) -> None:
     results: dict[tuple[str, str, float], list[tuple[dict, dict]]] = defaultdict(list)
     rng = np.random.default_rng(args.seed)
     for fname, fam in fams.items():
-        for si, shape in enumerate(TABLE1):
-            for rep in range(args.reps):
-                run = make(fam, shape, rng)
-                for w in WINDOWS:
-                    r = dict(run, cell=(fname, si, w))
-                    results[(fname, "default", w)].append((r, fit_one(run, w, "default")))
-                    if args.baselines:
-                        results[(fname, "curve_fit", w)].append(
-                            (r, fit_one(run, w, "curve_fit")))
-                    if args.baselines and rep < args.paper_reps:
-                        results[(fname, "paper", w)].append((r, fit_one(run, w, "paper")))
+        runs = [(si, rep, make(fam, shape, rng)) for si, shape in enumerate(TABLE1)
+                for rep in range(args.reps)]
+        priors = leave_one_out_priors([run for _, _, run in runs]) if args.noise_prior else []
+        for i, (si, rep, run) in enumerate(runs):
+            for w in WINDOWS:
+                r = dict(run, cell=(fname, si, w))
+                results[(fname, "default", w)].append((r, fit_one(run, w, "default")))
+                if priors:
+                    results[(fname, PRIOR, w)].append((r, fit_one(run, w, PRIOR, priors[i])))
+                if args.baselines:
+                    results[(fname, "curve_fit", w)].append(
+                        (r, fit_one(run, w, "curve_fit")))
+                if args.baselines and rep < args.paper_reps:
+                    results[(fname, "paper", w)].append((r, fit_one(run, w, "paper")))
         print(f"  .. {fname} done", file=sys.stderr, flush=True)
     print(f"\n== synthetic: {len(fams)} families x {len(TABLE1)} Table-1 shapes x {args.reps} "
           f"reps (paper method: {args.paper_reps} rep), windows at {WINDOWS} x C_mid, "
@@ -173,12 +189,12 @@ def synthetic(args: argparse.Namespace) -> None:
     for w in WINDOWS:
         pooled_default = [x for f in fams for x in results[(f, "default", w)]]
         oracle = oracle_rate(pooled_default)
-        for method in ("default", "curve_fit", "paper"):
+        for method in ("default", PRIOR, "curve_fit", "paper"):
             rows = [x for f in fams for x in results[(f, method, w)]]
             if rows:
-                print(row(f"{w:g}x", method, rows, oracle if method == "default" else ""))
+                print(row(f"{w:g}x", method, rows, oracle if method in DEFAULTS else ""))
     pooled = [w for w in WINDOWS if w >= 2.0]
-    for method in ("default", "curve_fit", "paper"):
+    for method in ("default", PRIOR, "curve_fit", "paper"):
         rows = [x for f in fams for w in pooled for x in results[(f, method, w)]]
         if rows:
             print(row(">=2x", method, rows, ""))
@@ -189,6 +205,18 @@ def synthetic(args: argparse.Namespace) -> None:
         for w in WINDOWS:
             rows = results[(f, "default", w)]
             print(row(f"{w:g}x", "", rows, oracle_rate(rows)))  # "": the default method
+            if results[(f, PRIOR, w)]:
+                print(row(f"{w:g}x", PRIOR, results[(f, PRIOR, w)], oracle_rate(rows)))
+
+
+def leave_one_out_priors(runs: list[dict]) -> list[tuple[float, float] | None]:
+    """Per run, the noise prior learned from the other runs of its family fitted to their end
+    (what the server learns from a project's finished runs)."""
+    full = []
+    for run in runs:
+        res = fit_curve(run["c"], run["y"], FitOptions(r0=run["r0"], warmup=run["warmup"]))
+        full.append(res.rho)
+    return [learn_rho_prior(full[:i] + full[i + 1:]) for i in range(len(runs))]
 
 
 def real(args: argparse.Namespace) -> None:
@@ -266,6 +294,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--no-baselines", dest="baselines", action="store_false",
                     help="fit with the default method only (faster)")
     ap.add_argument("--families", nargs="*", default=None)
+    ap.add_argument("--noise-prior", action="store_true",
+                    help="also fit with the noise prior learned leave-one-out per family")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     if not args.no_synthetic:

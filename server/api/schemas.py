@@ -100,6 +100,23 @@ def _check_tags(tags: list[str] | None) -> list[str] | None:
     return tags
 
 
+def _check_noise_prior(v: Any) -> Any:
+    """A prior on the noise's AR(1) coefficient: [mean in 0..0.98, sd in (0, 1]]."""
+    if isinstance(v, (list, tuple)):
+        mean, sd = v
+        if not 0.0 <= mean <= 0.98:
+            raise ValueError(f"noise_prior mean {mean} must lie in [0, 0.98] (an AR(1) rho)")
+        if not 0.0 < sd <= 1.0:
+            raise ValueError(f"noise_prior sd {sd} must lie in (0, 1]")
+    return v
+
+
+NOISE_PRIOR_HELP = (
+    "opt-in prior on how persistent the evaluation noise is (its AR(1) coefficient rho): "
+    "\"project\" learns it from the project's finished runs of the same metric (they share "
+    "the evaluation set), [mean, sd] gives it; null: none (flat)")
+
+
 class FitSettings(BaseModel):
     """Per-run fitting knobs. PATCH merges them; a null value resets a knob to its default."""
 
@@ -110,6 +127,8 @@ class FitSettings(BaseModel):
     value_range: tuple[FiniteFloat, FiniteFloat] | None = Field(
         None, description="range the asymptote A may take, default [0, 1]"
     )
+    noise_prior: Literal["project"] | tuple[FiniteFloat, FiniteFloat] | None = Field(
+        None, description=NOISE_PRIOR_HELP)
 
     @field_validator("value_range")
     @classmethod
@@ -117,6 +136,11 @@ class FitSettings(BaseModel):
         if v is not None and not v[0] < v[1]:
             raise ValueError("value_range must be [low, high] with low < high")
         return v
+
+    @field_validator("noise_prior")
+    @classmethod
+    def _noise_prior(cls, v: Any) -> Any:
+        return _check_noise_prior(v)
 
 
 class RunCreate(BaseModel):
@@ -318,6 +342,13 @@ class FitRequest(BaseModel):
     target_compute: FiniteFloat | None = Field(None, gt=0)
     value_range: tuple[FiniteFloat, FiniteFloat] = (0.0, 1.0)
     method: Literal["default", "paper"] = "default"
+    noise_prior: tuple[FiniteFloat, FiniteFloat] | None = Field(
+        None, description="[mean, sd] of a prior on the evaluation noise's AR(1) coefficient")
+
+    @field_validator("noise_prior")
+    @classmethod
+    def _noise_prior(cls, v: Any) -> Any:
+        return _check_noise_prior(v)
 
     @model_validator(mode="after")
     def _check(self) -> FitRequest:
@@ -357,6 +388,8 @@ class FitOut(BaseModel):
     predicted_interval: Interval | None = None
     rmse: float | None = None
     method: str | None = None
+    prior: dict[str, Any] | None = Field(
+        None, description="the opt-in prior the fit used (noise_prior), or null")
     message: str | None = None
     metric: str | None = None
     fit_id: int | None = None

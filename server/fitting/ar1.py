@@ -36,6 +36,16 @@ RHO_GRID = np.array([0.0, 0.2, 0.4, 0.55, 0.67, 0.76, 0.83, 0.88, 0.92, 0.95, 0.
 _EDGES = np.concatenate([[0.0], (RHO_GRID[1:] + RHO_GRID[:-1]) / 2, [0.98]])
 LOG_RHO_PRIOR = np.log(np.diff(_EDGES))
 MAX_BLOCKS = 160
+RHO_MAX_PRIOR = _EDGES[-1]
+
+
+def log_rho_prior(prior: tuple[float, float] | None) -> FloatArray:
+    """Log prior weight of each ``RHO_GRID`` value: flat over [0, 0.98], or that times a normal
+    density ``(mean, sd)`` (a noise prior learned from finished runs, ``noise_prior.py``)."""
+    if prior is None:
+        return LOG_RHO_PRIOR
+    mean, sd = float(prior[0]), max(float(prior[1]), 1e-3)
+    return LOG_RHO_PRIOR - 0.5 * ((RHO_GRID - mean) / sd) ** 2
 TINY = 1e-300
 
 
@@ -76,8 +86,9 @@ class RhoGrid:
 
     def __init__(self, x: FloatArray, y: FloatArray, r0: float | None,
                  value_range: tuple[float, float], m_axis: FloatArray, b_axis: FloatArray,
-                 jeffreys: bool = True):
+                 jeffreys: bool = True, log_prior: FloatArray = LOG_RHO_PRIOR):
         lo, hi = value_range
+        self.log_prior = log_prior
         mg, bg = np.meshgrid(m_axis, b_axis, indexing="ij")
         self.m, self.b = mg.ravel(), bg.ravel()
         s = frac(x[None, :], self.m[:, None], self.b[:, None])  # (cells, n)
@@ -148,7 +159,7 @@ class RhoGrid:
     def log_evidence(self) -> FloatArray:
         """log p(data | rho, cell) with A (flat), R0 (flat) and sigma (1/sigma) integrated
         out, plus the log prior of rho; up to one constant for the whole grid."""
-        return (0.5 * np.log(1.0 - RHO_GRID**2)[:, None] + LOG_RHO_PRIOR[:, None]
+        return (0.5 * np.log(1.0 - RHO_GRID**2)[:, None] + self.log_prior[:, None]
                 - 0.5 * self.logdet
                 - 0.5 * self.dof * np.log(self.ssr_u / self.ssr_u.min()))
 
@@ -167,17 +178,20 @@ def sample(
     b_axis: FloatArray,
     n: int = P.N_POSTERIOR,
     seed: int = 0,
+    rho_prior: tuple[float, float] | None = None,
 ) -> tuple[P.Posterior, FloatArray]:
-    """Posterior draws (A, m, B, R0) and the matching rho draws (see the module docstring)."""
+    """Posterior draws (A, m, B, R0) and the matching rho draws (see the module docstring).
+    ``rho_prior``: (mean, sd) of a normal prior on rho, else flat."""
     lo, hi = value_range
+    log_prior = log_rho_prior(rho_prior)
     xb, yb = blocks(x, y)
     # The first pass only finds where the mass is: every other grid line is enough.
     cm_axis, cb_axis = m_axis[::2], b_axis[::2]
-    coarse = RhoGrid(xb, yb, r0, value_range, cm_axis, cb_axis)
+    coarse = RhoGrid(xb, yb, r0, value_range, cm_axis, cb_axis, log_prior=log_prior)
     w = P.normalise(coarse.log_weights(lo, hi))
     cell_w = w.sum(axis=0)
     fm, fb = P.refined_axes(coarse.m, coarse.b, cell_w, cm_axis, cb_axis)
-    fine = RhoGrid(xb, yb, r0, value_range, fm, fb)
+    fine = RhoGrid(xb, yb, r0, value_range, fm, fb, log_prior=log_prior)
     w = P.normalise(fine.log_weights(lo, hi)).ravel()
     rng = np.random.default_rng(seed)
     pick = rng.choice(w.size, size=n, p=w)

@@ -45,6 +45,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--method", choices=("default", "paper"), default="default")
     p.add_argument("--range", nargs=2, type=float, metavar=("LO", "HI"), default=(0.0, 1.0),
                    help="value range of the metric, bounds A (default: 0 1)")
+    p.add_argument("--noise-prior", nargs=2, type=float, metavar=("MEAN", "SD"),
+                   help="prior on the evaluation noise's AR(1) coefficient rho, e.g. the "
+                        "noise_rho of a finished run on the same evaluation set")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--plot", metavar="OUT.png", help="write a plot of the fit")
     return p
@@ -109,6 +112,9 @@ def table(res: FitResult) -> str:
         ("predicted", _fmt(res.predicted_at_target, ".4f")
          + _iv(res.predicted_interval, ".4f")),
         ("rmse", _fmt(res.rmse, ".4g")),
+        ("noise rho", "-" if res.rho is None else f"{res.rho[0]:.3f} (sd {res.rho[1]:.3f})"
+         + ("" if not res.prior else f"  (prior {res.prior['rho']['mean']:.3f}, "
+                                     f"sd {res.prior['rho']['sd']:.3f})")),
     ]
     w = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{w}}  {v}" for k, v in rows)
@@ -161,8 +167,12 @@ def main(argv: list[str]) -> int:
         lo, hi = args.range
         if not lo < hi:
             raise InputError("--range LO HI needs LO < HI")
+        prior = tuple(args.noise_prior) if args.noise_prior else None
+        if prior is not None and not (0.0 <= prior[0] <= 0.98 and 0.0 < prior[1] <= 1.0):
+            raise InputError("--noise-prior MEAN SD needs 0 <= MEAN <= 0.98 and 0 < SD <= 1")
         opts = FitOptions(r0=args.r0, warmup=args.warmup, fit_until=args.fit_until,
-                          target_compute=args.target, value_range=(lo, hi), method=args.method)
+                          target_compute=args.target, value_range=(lo, hi), method=args.method,
+                          noise_prior=prior)
         res = fit_curve(c, y, opts)
         if args.plot:
             plot(res, c, y, opts, args.plot)

@@ -13,6 +13,7 @@ from . import lm
 from .breaks import Break, detect_break
 from .intervals import DRIFT_RATE, analyse, band, extra_half_width, posterior_summary
 from .model import FloatArray, frac
+from .noise_prior import prior_record
 from .posterior import posterior_axes
 from .result import FitOptions, FitResult
 
@@ -390,7 +391,9 @@ def finish(prep: Prepared, options: FitOptions, pf: PointFit) -> FitResult:
     if options.intervals:
         m_axis, b_axis = posterior_axes(float(prep.x[0]))
         post = posterior_summary(prep.x, prep.y, prep.r0, prep.c0, (lo, hi), unc, m_axis,
-                                 b_axis, prep.target, drift_rate=drift)
+                                 b_axis, prep.target, drift_rate=drift,
+                                 rho_prior=options.noise_prior)
+        common.update(rho=post.rho, prior=prior_record(options.noise_prior))
         a_point, ci_a = post.a_median, post.ci_a
         ci = {"A": post.ci_a, "B": post.ci_b, "C_mid": post.ci_cmid}
         if post.forecast is not None:

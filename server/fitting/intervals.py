@@ -248,6 +248,7 @@ class PosteriorSummary:
     curve_interval: tuple[float, float] | None
     predicted_interval: tuple[float, float] | None
     draws: FloatArray  # rows (A, B, C_mid, R0), a subsample of the posterior draws
+    rho: tuple[float, float]  # posterior (mean, sd) of the noise's AR(1) coefficient
 
 
 def posterior_summary(
@@ -262,9 +263,11 @@ def posterior_summary(
     target: float | None,
     seed: int = 0,
     drift_rate: float = DRIFT_RATE,
+    rho_prior: tuple[float, float] | None = None,
 ) -> PosteriorSummary:
     """Intervals and the point forecast from the grid posterior (``ar1.py``)."""
-    post, _ = ar1.sample(x, y, r0, value_range, m_axis, b_axis, seed=seed)
+    post, rho = ar1.sample(x, y, r0, value_range, m_axis, b_axis, seed=seed,
+                           rho_prior=rho_prior)
     a, m, b, r0d = post.draws.T
     cm = c0 * np.exp(np.clip(m, -M_CLIP, M_CLIP))
     stored = thin_draws(np.column_stack([a, b, cm, r0d]))
@@ -276,5 +279,5 @@ def posterior_summary(
     return PosteriorSummary(
         a_median=float(np.median(a)), ci_a=q95(a), ci_b=q95(b), ci_cmid=q95(cm),
         forecast=forecast, curve_interval=curve_iv, predicted_interval=pred_iv,
-        draws=stored,
+        draws=stored, rho=(float(rho.mean()), float(rho.std())),
     )

@@ -15,7 +15,7 @@ METHODS = ("default", "paper", "curve_fit")
 PUBLIC_KEYS = (
     "status", "A", "B", "C_mid", "R0", "r0_source", "ci", "A_lower_bound", "n_points",
     "fit_range", "target_compute", "predicted_at_target", "predicted_interval", "rmse", "method",
-    "break",
+    "break", "prior",
 )
 
 
@@ -34,6 +34,10 @@ class FitOptions:
     # ln(C / window end); None = the default learned on real curves (``intervals.DRIFT_RATE``),
     # 0 = trust the sigmoid beyond the data.
     drift_rate: float | None = None
+    # Prior on the AR(1) coefficient rho of the evaluation noise, (mean, sd) of a normal
+    # truncated to [0, 0.98]; None = flat.  Learned from a project's finished runs, which share
+    # its evaluation set and so its noise (``noise_prior.py``); opt-in.
+    noise_prior: tuple[float, float] | None = None
 
 
 Pair = tuple[float, float]
@@ -112,6 +116,9 @@ class FitResult:
     # {"compute", "step", "drop", "drop_ci", "level", "level_ci", "n_after", "ceiling_upper",
     #  "regime"}; "regime" is "fitted" when the result describes the points since the break.
     break_: dict[str, Any] | None = None
+    # The prior the fit used beyond the defaults, or None: {"rho": {"mean", "sd"}} (a noise
+    # prior learned from finished runs, ``FitOptions.noise_prior``).
+    prior: dict[str, Any] | None = None
     # ---- internal ----
     message: str = ""
     a_fit: float | None = None  # point estimate of A, kept even when status != ok
@@ -120,6 +127,7 @@ class FitResult:
     eval_sd: float | None = None  # standard deviation of one evaluation around the curve
     drift_sd: float | None = None  # misspecification allowance per unit ln(C / window end)
     q: float | None = None  # the 95% t quantile used for the intervals
+    rho: Pair | None = None  # posterior (mean, sd) of the noise's AR(1) coefficient
     curve_interval: Pair | None = None  # 95% interval of the mean curve at the target
     ssr: float | None = None
     value_range: Pair = (0.0, 1.0)
@@ -154,6 +162,7 @@ class FitResult:
             "rmse": _num(self.rmse),
             "method": self.method,
             "break": _json_break(self.break_),
+            "prior": self.prior,
         }
         if internal:
             out["internal"] = {
@@ -164,6 +173,7 @@ class FitResult:
                 "eval_sd": _num(self.eval_sd),
                 "drift_sd": _num(self.drift_sd),
                 "q": _num(self.q),
+                "rho": _pair(self.rho),
                 "curve_interval": _pair(self.curve_interval),
                 "ssr": _num(self.ssr),
                 "value_range": list(self.value_range),
@@ -203,6 +213,7 @@ class FitResult:
             rmse=d.get("rmse"),
             method=d.get("method", "default"),
             break_=d.get("break"),
+            prior=d.get("prior"),
             message=internal.get("message", ""),
             a_fit=a_fit,
             sigma=internal.get("sigma"),
@@ -210,6 +221,7 @@ class FitResult:
             eval_sd=internal.get("eval_sd"),
             drift_sd=internal.get("drift_sd"),
             q=internal.get("q"),
+            rho=pair(internal.get("rho")),
             curve_interval=pair(internal.get("curve_interval")),
             ssr=internal.get("ssr"),
             value_range=_value_range(internal.get("value_range")),

@@ -21,7 +21,7 @@ import numpy as np
 from scalewatch.server.background import PollingWorker, worker_identity
 from scalewatch.server.fitting import FitResult, fit_curve
 from scalewatch.server.refit.groups import GroupFitListener, GroupRefits
-from scalewatch.server.services.fits import fit_options_for, fit_record
+from scalewatch.server.services.fits import fit_options_for, fit_record, prior_source
 from scalewatch.server.store.base import DirtySeries, FitStore, GroupStore
 from scalewatch.server.store.fit_records import FitRecord
 
@@ -120,7 +120,9 @@ class Refitter(PollingWorker):
                 target_compute=options.target_compute,
                 value_range=options.value_range,
             )
-        stored = fit_record(result, metric=metric, fit_seconds=round(time.perf_counter() - t0, 4))
+        stored = prior_source(
+            fit_record(result, metric=metric, fit_seconds=round(time.perf_counter() - t0, 4)),
+            context)
         fit_id = self.store.finish_refit(
             item.series_id, self.owner, max(requested, item.requested), stored,
             options.intervals and ok,

@@ -10,12 +10,25 @@ from __future__ import annotations
 from typing import Any, cast
 
 from scalewatch.server.fitting import FitOptions, FitResult
+from scalewatch.server.fitting.noise_prior import learn_rho_prior
 from scalewatch.server.store.base import FitStore
 from scalewatch.server.store.fit_records import FitRecord, PublicFit
 
 
+def noise_prior_for(context: dict[str, Any]) -> tuple[float, float] | None:
+    """The run's opt-in noise prior: explicit ``[mean, sd]`` of rho, or ``"project"``: learned
+    from the project's finished runs (``project_noise`` in the context; none yet: no prior)."""
+    setting = (context.get("fit_settings") or {}).get("noise_prior")
+    if setting == "project":
+        return learn_rho_prior(context.get("project_noise") or [])
+    if isinstance(setting, (list, tuple)) and len(setting) == 2:
+        return float(setting[0]), float(setting[1])
+    return None
+
+
 def fit_options_for(context: dict[str, Any], intervals: bool = True) -> FitOptions:
-    """FitOptions from a run's fit settings (r0, warmup, fit_until, value_range) and target."""
+    """FitOptions from a run's fit settings (r0, warmup, fit_until, value_range, noise_prior)
+    and target."""
     fs = context.get("fit_settings") or {}
     value_range = fs.get("value_range") or (0.0, 1.0)
     return FitOptions(
@@ -25,7 +38,18 @@ def fit_options_for(context: dict[str, Any], intervals: bool = True) -> FitOptio
         target_compute=context.get("target_compute"),
         value_range=(float(value_range[0]), float(value_range[1])),
         intervals=intervals,
+        noise_prior=noise_prior_for(context),
     )
+
+
+def prior_source(record: FitRecord, context: dict[str, Any]) -> FitRecord:
+    """Say in the record's ``prior`` where a learned prior came from (how many finished runs)."""
+    prior = record.get("prior")
+    learned = (context.get("fit_settings") or {}).get("noise_prior") == "project"
+    if isinstance(prior, dict) and learned:
+        record["prior"] = {**prior, "source": "project",
+                           "finished_runs": len(context.get("project_noise") or [])}
+    return record
 
 
 def fit_record(result: FitResult, *, internal: bool = True, **extra: Any) -> FitRecord:

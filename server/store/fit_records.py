@@ -42,6 +42,9 @@ class PublicFit(_BreakKey, total=False):
     predicted_interval: Interval | None
     rmse: float | None
     method: str
+    # The prior used beyond the defaults, or None: {"rho": {"mean", "sd"}} and, when learned
+    # from the project's finished runs, "source": "project" and "finished_runs".
+    prior: dict[str, Any] | None
     message: str  # why the status is what it is, in words
     metric: str
     fit_id: int | None  # None: not stored (pending, or a metric without points)
@@ -90,6 +93,7 @@ SUMMARY_KEYS = (
     "fitted_at",
     "message",
     "break",
+    "prior",
 )
 
 
@@ -97,7 +101,10 @@ def fit_summary(result: FitRecord | dict[str, Any] | None) -> dict[str, Any] | N
     """The compact fit view carried by run lists (full result comes from /fit)."""
     if not result:
         return None
-    return {k: result.get(k) for k in SUMMARY_KEYS}
+    # noise_rho: the posterior (mean, sd) of the noise's AR(1) coefficient, what a project's
+    # noise prior is learned from (``fitting/noise_prior.py``) without parsing full results.
+    rho = (result.get("internal") or {}).get("rho")
+    return {**{k: result.get(k) for k in SUMMARY_KEYS}, "noise_rho": rho}
 
 
 def fit_columns(result: FitRecord | dict[str, Any], has_intervals: bool) -> dict[str, Any]:

@@ -195,16 +195,39 @@ class FitsMixin(SqlBase):
             if run is None:
                 raise NotFound(f"run {run_id} not found")
             names = s.scalars(select(Series.name).where(Series.run_id == run_id)).all()
+            metric = resolve_fit_metric(explicit_fit_metric(run), list(names))
+            settings = dict(run.fit_settings or {})
+            noise = (self._finished_noise(s, run, metric)
+                     if settings.get("noise_prior") == "project" else None)
             return {
                 "run_id": run.id,
                 "project": run.project.name,
                 "name": run.name,
-                "fit_metric": resolve_fit_metric(explicit_fit_metric(run), list(names)),
+                "fit_metric": metric,
+                "project_noise": noise,
                 "target_compute": run.target_compute,
-                "fit_settings": dict(run.fit_settings or {}),
+                "fit_settings": settings,
                 "status": run.status,
                 "last_seen_at": run.last_seen_at,
             }
+
+    @staticmethod
+    def _finished_noise(s: Session, run: Run, metric: str) -> list[tuple[float, float]]:
+        """The noise posteriors (rho mean, sd) of the latest fits of `metric` of the other
+        finished runs of the run's project: what its opt-in noise prior is learned from."""
+        rows = s.scalars(
+            select(Fit.summary)
+            .select_from(Run)
+            .join(Series, and_(Series.run_id == Run.id, Series.name == metric))
+            .join(Fit, Fit.id == Series.latest_fit_id)
+            .where(Run.project_id == run.project_id, Run.status == "finished", Run.id != run.id)
+        ).all()
+        out = []
+        for summary in rows:
+            rho = (summary or {}).get("noise_rho")
+            if isinstance(rho, list) and len(rho) == 2 and None not in rho:
+                out.append((float(rho[0]), float(rho[1])))
+        return out
 
     # ---- reading fits ----------------------------------------------------------------------
     def _series_id(self, s: Session, run_id: int, metric: str | None) -> tuple[int | None, str]:

@@ -95,6 +95,7 @@ async def stateless_fit(body: FitRequest, request: Request) -> JSONResponse:
         "target_compute": body.target_compute,
         "value_range": body.value_range,
         "method": body.method,
+        "noise_prior": body.noise_prior,
     }
     compute, values, thinned_from = list(body.compute), list(body.values), None
     if body.method == "paper":

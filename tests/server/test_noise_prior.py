@@ -1,0 +1,100 @@
+"""The opt-in noise prior end to end: learned from a project's finished runs by the refitter,
+given explicitly, and refused when malformed (SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from scalewatch.server.fitting.synth import make_run
+from tests.support.polling import wait_for
+
+METRIC = "val_pass_rate"
+
+
+def _post(client, rid: int, c, y) -> None:
+    pts = [{"step": i, "compute": float(ci), "metrics": {METRIC: float(yi)}}
+           for i, (ci, yi) in enumerate(zip(c, y, strict=True))]
+    r = client.post(f"/api/v1/runs/{rid}/points", json={"points": pts})
+    assert r.status_code == 200, r.text
+
+
+def _run(client, project: str, name: str, **extra) -> int:
+    r = client.post("/api/v1/runs", json={"project": project, "name": name,
+                                          "target_compute": 20000, **extra})
+    assert r.status_code in (200, 201), r.text
+    return int(r.json()["id"])
+
+
+def _fitted(client, rid: int, posted: int) -> dict:
+    """The fit of all ``posted`` points (the one at compute 0 is R0, not a fitted point)."""
+    n = posted - 1
+    return wait_for(lambda: (f := client.get(f"/api/v1/runs/{rid}/fit").json())["n_points"] == n
+                    and f.get("fit_id") and f)
+
+
+def _data(seed: int, rho: float = 0.8) -> tuple[np.ndarray, np.ndarray]:
+    c, y, _ = make_run(0.61, 1.92, 2542.0, 20000.0, np.random.default_rng(seed), rho=rho)
+    return c, y
+
+
+def test_project_prior_is_learned_from_finished_runs_only(live_app):
+    app, client = live_app
+    done = _run(client, "noisy", "finished-1")
+    c, y = _data(1)
+    _post(client, done, c, y)
+    _fitted(client, done, c.size)
+    assert client.patch(f"/api/v1/runs/{done}", json={"status": "finished"}).status_code == 200
+    _, record = app.state.store.latest_fit(done)
+    rho_mean, rho_sd = record["internal"]["rho"]
+    assert 0.0 <= rho_mean <= 0.98 and rho_sd >= 0.0
+
+    # A running run of the same project is no teacher: its fit may still change.
+    running = _run(client, "noisy", "running-1")
+    c2, y2 = _data(2, rho=0.0)
+    _post(client, running, c2, y2)
+    _fitted(client, running, c2.size)
+
+    new = _run(client, "noisy", "new", fit_settings={"noise_prior": "project"})
+    c3, y3 = _data(3)
+    _post(client, new, c3[:40], y3[:40])
+    fit = _fitted(client, new, 40)
+    assert fit["prior"] == {"rho": {"mean": round(rho_mean, 4), "sd": round(max(rho_sd, 0.05), 4)},
+                            "source": "project", "finished_runs": 1}
+
+    # A project without finished runs has nothing to learn from: no prior, a normal fit.
+    alone = _run(client, "elsewhere", "alone", fit_settings={"noise_prior": "project"})
+    _post(client, alone, c3[:40], y3[:40])
+    assert _fitted(client, alone, 40)["prior"] is None
+
+
+def test_explicit_prior_through_patch_and_stateless_fit(live_app):
+    _, client = live_app
+    rid = _run(client, "p", "r")
+    c, y = _data(4)
+    _post(client, rid, c[:50], y[:50])
+    before = _fitted(client, rid, 50)
+    assert before["prior"] is None
+    r = client.patch(f"/api/v1/runs/{rid}", json={"fit_settings": {"noise_prior": [0.8, 0.05]}})
+    assert r.status_code == 200, r.text
+    assert r.json()["fit_settings"]["noise_prior"] == [0.8, 0.05]
+    after = wait_for(lambda: (f := client.get(f"/api/v1/runs/{rid}/fit").json())["prior"] and f)
+    assert after["prior"] == {"rho": {"mean": 0.8, "sd": 0.05}}
+
+    body = {"compute": [float(v) for v in c[:50]], "values": [float(v) for v in y[:50]],
+            "target_compute": 20000, "noise_prior": [0.8, 0.05]}
+    fit = client.post("/api/v1/fit", json=body)
+    assert fit.status_code == 200, fit.text
+    assert fit.json()["prior"] == {"rho": {"mean": 0.8, "sd": 0.05}}
+
+
+def test_malformed_priors_are_refused_with_where_and_what(api):
+    rid = _run(api, "p", "r")
+    for bad, words in (([1.5, 0.1], "[0, 0.98]"), ([0.5, 0.0], "(0, 1]"),
+                       ("teammates", "noise_prior"), ([0.5], "noise_prior")):
+        r = api.patch(f"/api/v1/runs/{rid}", json={"fit_settings": {"noise_prior": bad}})
+        assert r.status_code == 422, (bad, r.text)
+        assert "noise_prior" in r.text and words in r.text, (bad, r.text)
+    assert api.get(f"/api/v1/runs/{rid}").json()["fit_settings"] == {}
+    r = api.post("/api/v1/fit", json={"compute": [1.0, 2.0], "values": [0.1, 0.2],
+                                      "noise_prior": [0.99, 0.1]})
+    assert r.status_code == 422 and "noise_prior" in r.text
