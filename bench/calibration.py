@@ -229,11 +229,20 @@ def real(args: argparse.Namespace) -> None:
     print(f"\n== real curves: {len(runs)} runs, fit on the first half, forecast the end "
           "(reference: mean of the last k evaluations) ==")
     print("  method      n   ok      f-med   f-p90   f-cov(ok)  f-cov(all)")
-    for method in ("default", "curve_fit"):
+    priors: list[tuple[float, float] | None] = [None] * len(runs)
+    if args.noise_prior:  # a source's runs of one metric share their evaluation set: a project
+        full = [fit_curve(r["c"], r["y"], FitOptions()).rho for r in runs]
+        priors = [learn_rho_prior([full[j] for j, o in enumerate(runs)
+                                   if j != i and o["project"] == r["project"]])
+                  for i, r in enumerate(runs)]
+        print(f"  ({sum(p is not None for p in priors)} of {len(runs)} runs have another run "
+              f"of their source and metric to learn the noise prior from)")
+    for method in ("default", "curve_fit") + ((PRIOR,) if args.noise_prior else ()):
         errs, cov_all, cov_ok, n_ok = [], [], [], 0
-        for run in runs:
+        for i, run in enumerate(runs):
             opts = FitOptions(fit_until=run["fit_until"], target_compute=run["target"],
-                              method=method)
+                              method="default" if method == PRIOR else method,
+                              noise_prior=priors[i] if method == PRIOR else None)
             res = fit_curve(run["c"], run["y"], opts)
             n_ok += res.status == "ok"
             if res.predicted_at_target is not None:

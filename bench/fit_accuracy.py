@@ -99,7 +99,7 @@ def real_runs() -> list[dict]:
             if (r["source"], r["run_id"]) not in dup:
                 pts[(r["source"], r["run_id"], r["metric"])].append(r)
     runs = []
-    for (src, run, _metric), rows in sorted(pts.items()):
+    for (src, run, metric), rows in sorted(pts.items()):
         if len(rows) < 30:
             continue
         rows.sort(key=lambda r: float(r["step"]))
@@ -119,7 +119,8 @@ def real_runs() -> list[dict]:
                   "predicted_interval vs final eval": (float(y[-1]), 1, float(c[-1]))}
         runs.append(dict(name=f"{src}/{run[:40]}", c=c, y=y, truth=mean_k, checks=checks,
                          fit_until=half, warmup=0.0, target=float(c[-1]), a_true=None,
-                         cmid_grid=CMID_GRID * half / 8000.0, unit=col))
+                         cmid_grid=CMID_GRID * half / 8000.0, unit=col,
+                         project=(src, metric)))
     return runs
 
 
