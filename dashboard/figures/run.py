@@ -48,6 +48,11 @@ def fit_caption(fit: dict[str, Any] | None, unit: str) -> str:
             ", fit since then" if brk.get("regime") == "fitted" else ""))
     elif fit.get("A") is None:
         parts.append("asymptote not identified yet")
+    rho = ((fit.get("prior") or {}).get("rho") or {})
+    if rho.get("mean") is not None:
+        runs = (fit.get("prior") or {}).get("finished_runs")
+        source = f" from {runs} finished run{'s' * (runs != 1)}" if runs else ""
+        parts.append(f"noise prior ρ {rho['mean']:.2f} ± {rho['sd']:.2f}{source}")
     return " · ".join(parts)
 
 

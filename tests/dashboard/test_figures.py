@@ -196,3 +196,14 @@ def test_early_runs_get_sensible_axes_and_every_run_a_label() -> None:
     assert others.mode == "markers+text" and list(others.text) == ["run1", "run2", "run3", "run4"]
     lo, hi = fig.layout.yaxis.range
     assert lo < 0.6 and hi > 0.64
+
+
+def test_fit_caption_names_a_noise_prior_and_where_it_came_from() -> None:
+    fit = {"status": "ok", "A": 0.6, "ci": {"A": [0.58, 0.62]}, "B": 1.9, "C_mid": 2500.0,
+           "R0": 0.3, "A_lower_bound": 0.58}
+    assert "noise prior" not in F.fit_caption(fit, "GPU-hours")
+    learned = {**fit, "prior": {"rho": {"mean": 0.8, "sd": 0.05}, "source": "project",
+                                "finished_runs": 3}}
+    assert "noise prior ρ 0.80 ± 0.05 from 3 finished runs" in F.fit_caption(learned, "GPU-hours")
+    given = {**fit, "prior": {"rho": {"mean": 0.5, "sd": 0.1}}}
+    assert F.fit_caption(given, "GPU-hours").endswith("noise prior ρ 0.50 ± 0.10")
