@@ -186,10 +186,18 @@ class RunPatch(BaseModel):
         description="move the run into this group; null takes it out of its group",
     )
 
+    noise_prior: Literal["project"] | tuple[FiniteFloat, FiniteFloat] | None = Field(
+        None, description=NOISE_PRIOR_HELP + "; the default of the project's runs")
+
     @field_validator("fit_metric")
     @classmethod
     def _metric(cls, v: str | None) -> str | None:
         return None if v is None else _clean(v, "fit_metric")
+
+    @field_validator("noise_prior")
+    @classmethod
+    def _noise_prior(cls, v: Any) -> Any:
+        return _check_noise_prior(v)
 
     _group = field_validator("group")(classmethod(lambda cls, v: _check_group(v)))
 
@@ -634,6 +642,9 @@ class ProjectOut(BaseModel):
     fit_metric: str | None = Field(
         None, description="The project's default fit metric: runs without their own fit it"
     )
+    noise_prior: Literal["project"] | tuple[float, float] | None = Field(
+        None, description="The default noise prior of the project's runs (a run's own "
+                          "fit_settings.noise_prior wins)")
 
 
 class ProjectPatch(BaseModel):
@@ -643,7 +654,15 @@ class ProjectPatch(BaseModel):
         description="The default fit metric of the project's runs; null clears it",
     )
 
+    noise_prior: Literal["project"] | tuple[FiniteFloat, FiniteFloat] | None = Field(
+        None, description=NOISE_PRIOR_HELP + "; the default of the project's runs")
+
     @field_validator("fit_metric")
     @classmethod
     def _metric(cls, v: str | None) -> str | None:
         return None if v is None else _clean(v, "fit_metric")
+
+    @field_validator("noise_prior")
+    @classmethod
+    def _noise_prior(cls, v: Any) -> Any:
+        return _check_noise_prior(v)

@@ -44,6 +44,8 @@ class Project(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     # The project's default fit metric (migration 0007): runs without their own fit it.
     fit_metric: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    # The default noise prior of its runs' fits (migration 0011): "project" or [mean, sd].
+    noise_prior: Mapped[Any] = mapped_column(JSON, nullable=True)
 
 
 class Run(Base):

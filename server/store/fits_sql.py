@@ -197,6 +197,8 @@ class FitsMixin(SqlBase):
             names = s.scalars(select(Series.name).where(Series.run_id == run_id)).all()
             metric = resolve_fit_metric(explicit_fit_metric(run), list(names))
             settings = dict(run.fit_settings or {})
+            if "noise_prior" not in settings and run.project.noise_prior is not None:
+                settings["noise_prior"] = run.project.noise_prior  # the project's default
             noise = (self._finished_noise(s, run, metric)
                      if settings.get("noise_prior") == "project" else None)
             return {

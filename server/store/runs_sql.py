@@ -121,21 +121,29 @@ class RunsMixin(SqlBase):
             if found is None:
                 return None
             return {"id": found.id, "name": found.name, "created_at": iso(found.created_at),
-                    "fit_metric": found.fit_metric}
+                    "fit_metric": found.fit_metric, "noise_prior": found.noise_prior}
 
     def set_project_fit_metric(self, name: str, fit_metric: str | None) -> dict:
-        """Set (None: clear) a project's default fit metric, creating the project when missing;
-        every run of it without its own fit metric is refitted on the new choice."""
+        """Set (None: clear) a project's default fit metric (see `update_project`)."""
+        return self.update_project(name, {"fit_metric": fit_metric})
+
+    def update_project(self, name: str, changes: dict[str, Any]) -> dict:
+        """Set (None: clear) a project's defaults, `fit_metric` and `noise_prior`, creating the
+        project when missing; every run of it that does not set its own is refitted."""
         with self.session() as s:
             pid = self._project_id(s, name)
-            s.execute(update(Project).where(Project.id == pid).values(fit_metric=fit_metric))
+            if changes:
+                s.execute(update(Project).where(Project.id == pid).values(**changes))
             s.flush()
             groups: dict[str, set[str]] = {}
             for run in s.scalars(
-                select(Run).where(Run.project_id == pid, Run.fit_metric.is_(None))
-                .options(selectinload(Run.project))
+                select(Run).where(Run.project_id == pid).options(selectinload(Run.project))
             ).all():
-                self._request_refit(s, run, groups)
+                own = (("fit_metric" in changes and run.fit_metric is None)
+                       or ("noise_prior" in changes
+                           and "noise_prior" not in (run.fit_settings or {})))
+                if own:
+                    self._request_refit(s, run, groups)
             for group in sorted(groups):
                 mark_group_dirty(s, pid, group, groups[group])
         found = self.get_project(name=name)

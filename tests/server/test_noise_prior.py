@@ -98,3 +98,31 @@ def test_malformed_priors_are_refused_with_where_and_what(api):
     r = api.post("/api/v1/fit", json={"compute": [1.0, 2.0], "values": [0.1, 0.2],
                                       "noise_prior": [0.99, 0.1]})
     assert r.status_code == 422 and "noise_prior" in r.text
+
+
+def test_a_project_default_applies_to_runs_without_their_own(live_app):
+    _, client = live_app
+    r = client.patch("/api/v1/projects/team", json={"fit_metric": METRIC})
+    assert r.status_code == 200 and r.json()["noise_prior"] is None
+    done = _run(client, "team", "finished")
+    c, y = _data(5)
+    _post(client, done, c, y)
+    _fitted(client, done, c.size)
+    client.patch(f"/api/v1/runs/{done}", json={"status": "finished"})
+    own = _run(client, "team", "own", fit_settings={"noise_prior": [0.3, 0.1]})
+    inherits = _run(client, "team", "inherits")
+    for rid in (own, inherits):
+        _post(client, rid, c[:40], y[:40])
+        assert _fitted(client, rid, 40)["prior"] in (None, {"rho": {"mean": 0.3, "sd": 0.1}})
+    r = client.patch("/api/v1/projects/team", json={"noise_prior": "project"})
+    assert r.status_code == 200, r.text
+    # Setting one default leaves the other alone.
+    assert r.json() == {**r.json(), "fit_metric": METRIC, "noise_prior": "project"}
+    learned = wait_for(lambda: (f := client.get(f"/api/v1/runs/{inherits}/fit").json())["prior"]
+                       and f)
+    assert learned["prior"]["source"] == "project" and learned["prior"]["finished_runs"] == 1
+    assert client.get(f"/api/v1/runs/{own}/fit").json()["prior"] == {"rho": {"mean": 0.3,
+                                                                           "sd": 0.1}}
+    r = client.patch("/api/v1/projects/team", json={"noise_prior": [2.0, 0.1]})
+    assert r.status_code == 422 and "noise_prior" in r.text
+    assert client.get("/api/v1/projects/team").json()["noise_prior"] == "project"

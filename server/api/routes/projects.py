@@ -1,4 +1,4 @@
-"""Projects: read one, set its default fit metric."""
+"""Projects: read one, set its defaults (fit metric, noise prior)."""
 
 from __future__ import annotations
 
@@ -27,6 +27,11 @@ def get_project(project: ProjectName, store: StoreDep) -> dict:
 
 @router.patch("/{project}", response_model=ProjectOut, dependencies=[WRITE])
 def patch_project(project: ProjectName, body: ProjectPatch, store: StoreDep) -> dict:
-    """Set (null: clear) the project's default fit metric, creating the project when missing.
-    A run's own fit metric (PATCH /runs/{id}) still wins; the others are refitted."""
-    return store.set_project_fit_metric(project, body.fit_metric)
+    """Set (null: clear) the project's defaults, creating the project when missing: its fit
+    metric and its noise prior (`"project"`: learned from its finished runs). A run's own
+    setting (PATCH /runs/{id}) still wins; the others are refitted. Keys left out stay."""
+    changes = body.model_dump(exclude_unset=True)
+    if "noise_prior" in changes and changes["noise_prior"] is not None \
+            and not isinstance(changes["noise_prior"], str):
+        changes["noise_prior"] = list(changes["noise_prior"])
+    return store.update_project(project, changes)
