@@ -4,9 +4,9 @@
 
 Public API: :class:`FitOptions`, :class:`FitResult`, :func:`fit_curve`, :func:`predict`,
 :func:`predict_band`, :func:`predict_interval`, :func:`compare_fits`.
-``FitResult.to_dict()`` is the public JSON object (with ``break``); ``to_dict(internal=True)``
-adds an ``"internal"`` block (posterior draws, noise model, curve interval, message) that
-:meth:`FitResult.from_dict` needs to redraw the bands after a reload.
+``FitResult.to_dict()`` is the public JSON object (with ``break`` and ``prior``);
+``to_dict(internal=True)`` adds an ``"internal"`` block (posterior draws, noise model, curve
+interval, message) that :meth:`FitResult.from_dict` needs to redraw the bands after a reload.
 
 How ``method="default"`` fits (modules in brackets):
 
@@ -28,7 +28,10 @@ How ``method="default"`` fits (modules in brackets):
 5. Uncertainty from a grid posterior over (rho, ln C_mid, B): the evaluation noise is AR(1) in
    evaluation order with its rho and sigma integrated out (Prais-Winsten whitening keeps A and
    R0 linear, so each cell is closed form), Jeffreys' prior over (ln C_mid, B in [0.5, 8]), a
-   flat prior on rho; a refined grid over the posterior mass, then 4,000 draws [ar1, posterior].
+   flat prior on rho -- or, opt-in (``FitOptions.noise_prior``), a normal prior on rho learned
+   from the project's finished runs, which share its evaluation set [noise_prior]; the result
+   then names it in ``prior``; a refined grid over the posterior mass, then 4,000 draws
+   [ar1, posterior].
    A's interval and the B and C_mid intervals are posterior quantiles; the public
    A is the posterior median; the forecast (``predicted_at_target``, :func:`predict`) is the
    posterior median of the curve; the band (:func:`predict_band`) its quantiles.  The
@@ -43,7 +46,9 @@ How ``method="default"`` fits (modules in brackets):
    margin for "same ceiling" is 0.02, and comparisons use the full intervals).
 
 ``bench/calibration.py`` measures coverage, identification against an oracle and forecast
-errors per noise family and fit window; ``bench/alerts.py`` the break alerts.
+errors per noise family and fit window (``--noise-prior``: with the learned prior, leave-one-out
+per family); ``bench/alerts.py`` the break alerts, beside an oracle that knows the true curve
+and noise.
 
 ``method="paper"`` / ``"curve_fit"`` are reference procedures for comparison [paper].
 """
