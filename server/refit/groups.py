@@ -21,6 +21,7 @@ import numpy as np
 from scalewatch.server.fitting import FitOptions, FitResult
 from scalewatch.server.fitting.fit import prepare
 from scalewatch.server.fitting.group import GroupFitResult, GroupMember, fit_group
+from scalewatch.server.fitting.noise_prior import prior_record
 from scalewatch.server.services.fits import fit_options_for
 from scalewatch.server.services.groups import (
     failed_group_record,
@@ -69,6 +70,10 @@ def reusable_run_fit(member: dict[str, Any], options: FitOptions) -> FitResult |
     try:
         fit = FitResult.from_dict(stored)
     except (KeyError, TypeError, ValueError):
+        return None
+    # A run fit made with a noise prior is not what the group's fit of this seed uses (the
+    # group gives its seeds no prior), and vice versa: refit rather than mix the two.
+    if ((fit.prior or {}).get("rho")) != ((prior_record(options.noise_prior) or {}).get("rho")):
         return None
     prep = prepare(np.asarray(member["compute"], dtype=float),
                    np.asarray(member["values"], dtype=float),

@@ -225,3 +225,16 @@ def test_a_group_refit_pools_its_seeds_stored_fits(api) -> None:  # noqa: ANN001
     assert refitter.groups.member_fits_reused == 1
     fit = api.get("/api/v1/groups/fit", params={"project": "p", "group": "reuse"}).json()
     assert fit["status"] != "pending" and fit["n_points"] < 250
+
+    # A seed's run fit made with a noise prior is not what the group's fit of that seed uses
+    # (the group gives its seeds none): it is fitted again rather than pooled as it is, so the
+    # group's result never depends on which path ran.
+    post_series(api, ids[2], c[80:], y[80:], start=80)  # the group is dirty again
+    dirty = store.claim_dirty_groups("probe", 60.0, limit=1)
+    _, members = store.group_snapshot(dirty[0].group_series_id)
+    options = group_options(members)
+    first = next(m for m in members if reusable_run_fit(m, options) is not None)
+    with_prior = {**first, "run_fit": {**first["run_fit"],
+                                       "prior": {"rho": {"mean": 0.6, "sd": 0.05}}}}
+    assert reusable_run_fit(with_prior, options) is None
+    store.finish_group_refit(dirty[0].group_series_id, "probe", 0, None, False)
