@@ -48,6 +48,20 @@ def cpu_seconds(pids: list[int]) -> dict[int, float]:
     return {p: st[1] for p in pids if (st := _stat(p)) is not None}
 
 
+def preemptions(pids: list[int]) -> dict[int, int]:
+    """Involuntary context switches of each live process: times the kernel took its core away
+    (more processes than free cores make more of them, and each costs cache refills)."""
+    out = {}
+    for p in pids:
+        try:
+            for line in Path(f"/proc/{p}/status").read_text().splitlines():
+                if line.startswith("nonvoluntary_ctxt_switches:"):
+                    out[p] = int(line.split()[1])
+        except OSError:
+            continue
+    return out
+
+
 def cpu_delta(before: dict[int, float], after: dict[int, float]) -> float:
     """CPU spent between the two readings (a process new since `before` counts whole)."""
     return sum(v - before.get(p, 0.0) for p, v in after.items())
@@ -162,17 +176,21 @@ def run_scaling(args: Any) -> None:
                         tr.conn.close()
                     pids = tree_pids(server.proc.pid)
                     cpu0, pg0 = cpu_seconds(pids), cpu_seconds(sampler.backend_pids())
+                    pre0 = preemptions(pids)
                     sampler.start()
                     t0 = time.perf_counter()
                     level = await target.run_level(n, args.seconds, 0.0)
                     waits = sampler.stop(time.perf_counter() - t0)
-                    cpu = cpu_delta(cpu0, cpu_seconds(tree_pids(server.proc.pid)))
+                    after = tree_pids(server.proc.pid)
+                    cpu = cpu_delta(cpu0, cpu_seconds(after))
+                    pre = sum(v - pre0.get(p, 0) for p, v in preemptions(after).items())
                     pg = cpu_delta(pg0, cpu_seconds(sampler.backend_pids()))
                     for tr in target.trainers:
                         tr.conn.close()
-                    return level, waits, cpu, pg, idle * args.seconds, pg_idle * args.seconds
+                    return (level, waits, cpu, pg, idle * args.seconds, pg_idle * args.seconds,
+                            pre)
 
-                level, waits, cpu, pg, idle, pg_idle = asyncio.run(measure())
+                level, waits, cpu, pg, idle, pg_idle, pre = asyncio.run(measure())
             finally:
                 sampler.stop(1.0)
                 sampler.close()
@@ -182,6 +200,7 @@ def run_scaling(args: Any) -> None:
             row = {"sent": level.sent, "p50": level.p50, "p99": level.p99,
                    "errors": level.errors, "cpu": cpu * k, "pg": pg * k,
                    "net": (cpu - idle) * k, "pg_net": (pg - pg_idle) * k, "idle": idle * k,
+                   "pre": pre / max(1, level.sent),
                    "lock": lock_wait(waits) * k, "wal": wal_wait(waits) * k,
                    "load": os.getloadavg()[0]}  # fmt: skip
             rows[workers].append(row)
@@ -189,7 +208,8 @@ def run_scaling(args: Any) -> None:
                   f"{level.p50:.1f} ms, p99 {level.p99:.1f} ms, {level.errors} errors; per 1,000 "
                   f"requests: server CPU {row['cpu']:.2f} s ({row['idle']:.2f} s of it the "
                   f"processes' idle cost), PostgreSQL CPU {row['pg']:.2f} s, "
-                  f"lock waits {row['lock']:.3f} s, WAL flush waits {row['wal']:.3f} s; "
+                  f"lock waits {row['lock']:.3f} s, WAL flush waits {row['wal']:.3f} s; server "
+                  f"processes preempted {row['pre']:.2f} times a request; "
                   f"load average {row['load']:.1f}", flush=True)  # fmt: skip
 
     def rng(w: int, key: str, fmt: str) -> str:
@@ -202,12 +222,13 @@ def run_scaling(args: Any) -> None:
     base, base_net = med(counts[0], "cpu"), med(counts[0], "net")
     print(f"\n{'workers':>7}  {'server CPU s/1k req':>22}  {'x':>5}  {'net of idle s/1k':>22}  "
           f"{'x':>5}  {'PostgreSQL CPU s/1k':>20}  {'PG net of idle':>20}  "
-          f"{'lock wait s/1k':>20}  {'WAL wait s/1k':>20}")  # fmt: skip
+          f"{'lock wait s/1k':>20}  {'WAL wait s/1k':>20}  {'preempted/req':>16}")  # fmt: skip
     for w in counts:
         print(f"{w:>7}  {rng(w, 'cpu', '.2f'):>22}  {med(w, 'cpu') / base:>5.2f}  "
               f"{rng(w, 'net', '.2f'):>22}  {med(w, 'net') / base_net:>5.2f}  "
               f"{rng(w, 'pg', '.2f'):>20}  {rng(w, 'pg_net', '.2f'):>20}  "
-              f"{rng(w, 'lock', '.3f'):>20}  {rng(w, 'wal', '.3f'):>20}")  # fmt: skip
+              f"{rng(w, 'lock', '.3f'):>20}  {rng(w, 'wal', '.3f'):>20}  "
+              f"{rng(w, 'pre', '.2f'):>16}")  # fmt: skip
     print(f"x: ratio to {counts[0]} worker(s). 'net of idle': minus what the processes cost with "
           f"no requests ({IDLE_SECONDS:g} s measured before each level; a fixed cost per "
           "process, not per request).")  # fmt: skip
