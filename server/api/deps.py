@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import Depends, HTTPException, Request
+from fastapi.concurrency import run_in_threadpool
 
 from scalewatch.server.api.guards import bearer_from_header
 from scalewatch.server.config import Settings
@@ -48,6 +49,15 @@ class TokenCache:
         """The record of an API token (None: unknown or revoked)."""
         return self._get("t:" + token, lambda: store.lookup_token(token))
 
+    def peek(self, token: str) -> tuple[bool, dict | None]:
+        """(True, what `get` would answer) when the token is cached and fresh, without any
+        database lookup; else (False, None)."""
+        with self._lock:
+            hit = self._items.get("t:" + token)
+            if hit and hit[0] > self.clock():
+                return True, hit[1]
+        return False, None
+
     def get_session(self, store: TokenStore, session_id: str) -> dict | None:
         """The token record behind a dashboard session (None: ended, expired or revoked)."""
         return self._get("s:" + session_id, lambda: store.lookup_session(session_id))
@@ -86,6 +96,10 @@ def authenticate(request: Request, scope: str) -> dict[str, Any] | None:
             headers={"WWW-Authenticate": "Bearer"},
         )
     info = request.app.state.token_cache.get(request.app.state.store, token)
+    return _in_scope(info, scope)
+
+
+def _in_scope(info: dict[str, Any] | None, scope: str) -> dict[str, Any]:
     if info is None:
         raise HTTPException(401, "unknown or revoked token", headers={"WWW-Authenticate": "Bearer"})
     if SCOPE_RANK[info["scope"]] < SCOPE_RANK[scope]:
@@ -94,8 +108,18 @@ def authenticate(request: Request, scope: str) -> dict[str, Any] | None:
 
 
 def require(scope: str):  # noqa: ANN201 - a FastAPI dependency
-    def dependency(request: Request) -> dict[str, Any] | None:
-        return authenticate(request, scope)
+    # Async: FastAPI runs a plain `def` dependency in its thread pool, a thread hop on every
+    # API request (~0.5 ms of a 1,000-value ingest on 2 busy cores). Only a token the cache
+    # does not hold needs the database, and that lookup goes to the thread pool.
+    async def dependency(request: Request) -> dict[str, Any] | None:
+        if not request.app.state.settings.auth:
+            return None
+        token = bearer_token(request)
+        if token:
+            cached, info = request.app.state.token_cache.peek(token)
+            if cached:
+                return _in_scope(info, scope)
+        return await run_in_threadpool(authenticate, request, scope)
 
     dependency.__name__ = f"require_{scope}"
     return Depends(dependency)
