@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, field_validator,
 from scalewatch.server import limits
 from scalewatch.server.alerts.kinds import AlertKind
 from scalewatch.server.alerts.rules import KIND_HELP
+from scalewatch.server.fitting.noise_prior import check_rho_prior
 
 Name = Field(min_length=1, max_length=limits.MAX_NAME_LENGTH)
 RunStatus = Literal["running", "finished", "failed"]
@@ -103,11 +104,7 @@ def _check_tags(tags: list[str] | None) -> list[str] | None:
 def _check_noise_prior(v: Any) -> Any:
     """A prior on the noise's AR(1) coefficient: [mean in 0..0.98, sd in (0, 1]]."""
     if isinstance(v, (list, tuple)):
-        mean, sd = v
-        if not 0.0 <= mean <= 0.98:
-            raise ValueError(f"noise_prior mean {mean} must lie in [0, 0.98] (an AR(1) rho)")
-        if not 0.0 < sd <= 1.0:
-            raise ValueError(f"noise_prior sd {sd} must lie in (0, 1]")
+        check_rho_prior(*v)
     return v
 
 

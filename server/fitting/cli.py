@@ -21,6 +21,7 @@ import numpy as np
 
 from . import predict, predict_band
 from .fit import fit_curve
+from .noise_prior import check_rho_prior
 from .result import FitOptions, FitResult
 
 
@@ -168,8 +169,11 @@ def main(argv: list[str]) -> int:
         if not lo < hi:
             raise InputError("--range LO HI needs LO < HI")
         prior = tuple(args.noise_prior) if args.noise_prior else None
-        if prior is not None and not (0.0 <= prior[0] <= 0.98 and 0.0 < prior[1] <= 1.0):
-            raise InputError("--noise-prior MEAN SD needs 0 <= MEAN <= 0.98 and 0 < SD <= 1")
+        if prior is not None:
+            try:
+                check_rho_prior(*prior)
+            except ValueError as e:
+                raise InputError(f"--noise-prior MEAN SD: {e}") from None
         opts = FitOptions(r0=args.r0, warmup=args.warmup, fit_until=args.fit_until,
                           target_compute=args.target, value_range=(lo, hi), method=args.method,
                           noise_prior=prior)

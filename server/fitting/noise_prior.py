@@ -23,6 +23,19 @@ import numpy as np
 
 RHO_SD_FLOOR = 0.05  # a learned prior never claims rho to better than this
 MIN_RUNS = 1
+RHO_MAX = 0.98  # the top of ar1.py's rho grid: a prior centred beyond it is meaningless
+
+
+def check_rho_prior(mean: float, sd: float) -> None:
+    """Raise ValueError, naming the bad number and its range, unless (mean, sd) is a usable prior.
+
+    The one range check that ``scalewatch fit --noise-prior`` and the API's ``noise_prior``
+    fields share, so both refuse the same values with the same words.
+    """
+    if not 0.0 <= mean <= RHO_MAX:
+        raise ValueError(f"noise prior mean {mean} must lie in [0, {RHO_MAX}] (an AR(1) rho)")
+    if not 0.0 < sd <= 1.0:
+        raise ValueError(f"noise prior sd {sd} must lie in (0, 1]")
 
 
 def learn_rho_prior(posteriors: Iterable[tuple[float, float] | None]
@@ -43,7 +56,7 @@ def learn_rho_prior(posteriors: Iterable[tuple[float, float] | None]
     sds = np.array([s for _, s in pairs])
     spread = float(means.var(ddof=1)) if means.size > 1 else 0.0
     sd = float(np.sqrt(spread + float(np.mean(sds**2))))
-    return float(np.clip(means.mean(), 0.0, 0.98)), max(sd, RHO_SD_FLOOR)
+    return float(np.clip(means.mean(), 0.0, RHO_MAX)), max(sd, RHO_SD_FLOOR)
 
 
 def prior_record(prior: tuple[float, float] | None) -> dict[str, Any] | None:

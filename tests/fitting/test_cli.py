@@ -78,6 +78,10 @@ def test_plot_written(curve_csv: Path, tmp_path: Path) -> None:
         ("compute,value\n", (), "no data"),
         ("compute,value\n1,0.1\n", ("--range", "1", "0"), "LO < HI"),
         ("compute,value\n1,0.1\n", ("--method", "nope"), "invalid choice"),
+        # The same range check, in the same words, as the API's noise_prior fields.
+        ("compute,value\n1,0.1\n", ("--noise-prior", "1.5", "0.1"),
+         "mean 1.5 must lie in [0, 0.98]"),
+        ("compute,value\n1,0.1\n", ("--noise-prior", "0.5", "0"), "sd 0.0 must lie in (0, 1]"),
     ],
 )
 def test_bad_input_exits_2(tmp_path: Path, content: str | None, args: tuple, needle: str) -> None:
