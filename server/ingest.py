@@ -42,6 +42,11 @@ class PointRow(NamedTuple):
 
 def decode_body(raw: bytes, content_encoding: str | None) -> Any:
     """Inflate (gzip/deflate) within the size caps and parse JSON."""
+    return parse_json(inflate(raw, content_encoding))
+
+
+def inflate(raw: bytes, content_encoding: str | None) -> bytes:
+    """The body inflated per its Content-Encoding (gzip/deflate) within the size caps."""
     encoding = (content_encoding or "identity").strip().lower()
     if encoding in ("gzip", "x-gzip", "deflate"):
         wbits = 16 + zlib.MAX_WBITS if encoding != "deflate" else zlib.MAX_WBITS
@@ -54,6 +59,11 @@ def decode_body(raw: bytes, content_encoding: str | None) -> Any:
             raise IngestError(413, f"inflated body exceeds {limits.MAX_INFLATED_BYTES} bytes")
     elif encoding != "identity":
         raise IngestError(415, f"unsupported Content-Encoding {content_encoding!r}")
+    return raw
+
+
+def parse_json(raw: bytes) -> Any:
+    """The JSON document (NaN/Infinity tokens read, so validation can name them), or 400."""
     if orjson is not None:
         try:
             return orjson.loads(raw)
@@ -79,7 +89,7 @@ def _finite(x: float) -> bool:
         return False
 
 
-def _check_name(name: Any) -> str | None:
+def check_name(name: Any) -> str | None:
     if not isinstance(name, str) or not name.strip():
         return "metric names must be non-empty strings"
     if len(name) > limits.MAX_NAME_LENGTH:
@@ -141,7 +151,7 @@ def _validate_fast(points: list[Any]) -> list[PointRow] | None:
                 else:
                     return None
                 if name not in known_names:
-                    if _check_name(name) is not None:
+                    if check_name(name) is not None:
                         return None
                     known_names.add(name)
                 append(new_row(row_type, (name, step, compute, value, wall)))
@@ -207,7 +217,7 @@ def validate_points(body: Any) -> list[PointRow]:
             bad(f"{where}.metrics", f"at most {limits.MAX_METRICS_PER_POINT} metrics a point")
             continue
         for name, value in metrics.items():
-            name_problem = _check_name(name)
+            name_problem = check_name(name)
             if name_problem:
                 bad(f"{where}.metrics", name_problem)
                 ok = False

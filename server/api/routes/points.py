@@ -19,7 +19,8 @@ from scalewatch.server.api.schemas import (
     PointsOut,
     not_found,
 )
-from scalewatch.server.ingest import IngestError, decode_body, validate_points
+from scalewatch.server.fastdecode import parse_points
+from scalewatch.server.ingest import IngestError
 
 router = APIRouter(prefix="/api/v1/runs", tags=["points"], responses=AUTH_RESPONSES)
 RUN_404 = not_found("run")
@@ -71,8 +72,7 @@ async def post_points(run_id: PathId, request: Request, store: StoreDep) -> JSON
     try:
         raw = await _read_capped(request)
         t1 = time.perf_counter()
-        body = decode_body(raw, request.headers.get("content-encoding"))
-        rows = validate_points(body)
+        rows = parse_points(raw, request.headers.get("content-encoding"))
         t2 = time.perf_counter()
         result = await run_in_threadpool(store.ingest_points, run_id, rows)
         t3 = time.perf_counter()

@@ -1,0 +1,82 @@
+"""The common ingest batch decoded and validated in one C pass (msgspec), or None.
+
+`decode_points` is only a fast path: every bound it checks is one `ingest.validate_points`
+checks too, and at the first doubt (anything msgspec rejects, a metric name the careful checks
+would refuse) it returns None and the caller runs the full parse and validation, which name
+every problem with its location. So a batch either gets exactly the rows the careful path
+would return, or the careful path's own answer (400/413/422).
+
+Decoding straight into typed structs replaces a JSON parse into dicts plus a Python loop over
+every point (about 0.5 ms of a 1,000-value batch).
+"""
+
+from __future__ import annotations
+
+import sys
+from operator import itemgetter
+from typing import Annotated, Any
+
+from scalewatch.server import limits
+from scalewatch.server.ingest import (
+    PointRow,
+    check_name,
+    inflate,
+    parse_json,
+    validate_points,
+)
+
+try:
+    import msgspec
+except ImportError:  # pragma: no cover - optional speed-up
+    msgspec = None  # type: ignore[assignment]
+
+_MAX = sys.float_info.max  # the bounds also refuse inf (and NaN fails any comparison)
+
+
+_DECODER: Any = None
+if msgspec is not None:
+    _finite = Annotated[float, msgspec.Meta(ge=-_MAX, le=_MAX)]
+
+    class _Point(msgspec.Struct, forbid_unknown_fields=True):
+        step: Annotated[int, msgspec.Meta(ge=0, le=limits.MAX_STEP)]
+        compute: Annotated[float, msgspec.Meta(ge=0.0, le=_MAX)]
+        metrics: Annotated[
+            dict[str, _finite],
+            msgspec.Meta(min_length=1, max_length=limits.MAX_METRICS_PER_POINT),
+        ]
+        time: _finite | None = None
+
+    class _Body(msgspec.Struct):  # other top-level keys are ignored, as the careful path does
+        points: Annotated[list[_Point], msgspec.Meta(max_length=limits.MAX_POINTS_PER_REQUEST)]
+
+    _DECODER = msgspec.json.Decoder(_Body)
+_name = itemgetter(0)
+
+
+def decode_points(data: bytes) -> list[PointRow] | None:
+    """One row per (point, metric) in body order, or None: ask the careful path."""
+    if _DECODER is None:  # pragma: no cover
+        return None
+    try:
+        body = _DECODER.decode(data)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    new_row, row_type = tuple.__new__, PointRow
+    rows: list[PointRow] = [
+        new_row(row_type, (name, p.step, p.compute, value, p.time))
+        for p in body.points
+        for name, value in p.metrics.items()
+    ]
+    if any(check_name(n) is not None for n in set(map(_name, rows))):
+        return None
+    return rows
+
+
+def parse_points(raw: bytes, content_encoding: str | None) -> list[PointRow]:
+    """An ingest body's rows, or IngestError (400/413/415/422) as `ingest.validate_points`
+    and `ingest.decode_body` answer it."""
+    data = inflate(raw, content_encoding)
+    rows = decode_points(data)
+    if rows is None:
+        rows = validate_points(parse_json(data))
+    return rows

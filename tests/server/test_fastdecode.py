@@ -1,0 +1,129 @@
+"""The msgspec fast path of ingest decoding gives exactly the careful path's rows, or defers.
+
+`fastdecode.parse_points` must answer every body as `ingest.validate_points(decode_body())`
+does: the same rows (same types, floats bit for bit) or the same IngestError.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import struct
+
+import pytest
+
+from scalewatch.server import limits
+from scalewatch.server.fastdecode import decode_points, parse_points
+from scalewatch.server.ingest import IngestError, decode_body, validate_points
+
+
+def careful(data: bytes):
+    try:
+        return validate_points(decode_body(data, None))
+    except IngestError as exc:
+        return ("error", exc.status, exc.message, exc.errors)
+
+
+def fast(data: bytes):
+    try:
+        return parse_points(data, None)
+    except IngestError as exc:
+        return ("error", exc.status, exc.message, exc.errors)
+
+
+def same(a, b) -> bool:
+    """Equal, with floats compared bit for bit and types too (1 is not 1.0 here)."""
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float) and isinstance(b, float):
+        return struct.pack("<d", a) == struct.pack("<d", b)
+    return type(a) is type(b) and a == b
+
+
+def point(step=1, compute=2.0, metrics=None, **extra):
+    return {"step": step, "compute": compute, "metrics": metrics or {"m": 0.5}, **extra}
+
+
+def body(*points, **extra) -> bytes:
+    return json.dumps({"points": list(points), **extra}).encode()
+
+
+BODIES = [
+    body(),
+    body(point()),
+    body(point(time=1.7e9), point(step=2, time=None), point(step=3, compute=4)),
+    body(point(metrics={"a": 1, "b": -0.0, "c": 1e308, "d": -2**70})),
+    body(point(step=0, compute=0)),
+    body(point(step=limits.MAX_STEP)),
+    body(point(), run="ignored extra key"),
+    b'{"points": [{"step": 1, "compute": 1, "metrics": {"a": 1}, "step": 2}]}',
+    b'{"points": [], "points": [{"step": 1, "compute": 1, "metrics": {"a": 1}}]}',
+    # every one of these must defer to the careful path and get its answer
+    body(point(step=1.0)),
+    body(point(step=2.5)),
+    body(point(step=True)),
+    body(point(step=-1)),
+    body(point(step=limits.MAX_STEP + 1)),
+    body(point(step=10**30)),
+    body(point(compute=-1)),
+    body(point(compute=None)),
+    body(point(compute=False)),
+    body(point(compute="1")),
+    body(point(metrics={})),
+    body(point(metrics={"a": None})),
+    body(point(metrics={"a": True})),
+    body(point(metrics={"a": "x"})),
+    body(point(metrics={"": 1.0})),
+    body(point(metrics={"   ": 1.0})),
+    body(point(metrics={"a\x00b": 1.0})),
+    body(point(metrics={"x" * (limits.MAX_NAME_LENGTH + 1): 1.0})),
+    body(point(metrics={f"m{i}": 1.0 for i in range(limits.MAX_METRICS_PER_POINT + 1)})),
+    body(point(time="now")),
+    body(point(time=True)),
+    body(point(extra=1)),
+    body({"step": 1, "metrics": {"a": 1}}),
+    body("not a point"),
+    body(*[point(step=i) for i in range(limits.MAX_POINTS_PER_REQUEST + 1)]),
+    b'{"points": [{"step": 1, "compute": 1, "metrics": {"\\ud800": 1}}]}',
+    b'{"points": [{"step": 1, "compute": 1e400, "metrics": {"a": 1}}]}',
+    b'{"points": [{"step": 1, "compute": 1, "metrics": {"a": NaN}}]}',
+    b'{"points": [{"step": 1, "compute": 1, "metrics": {"a": -Infinity}}]}',
+    b'{"points": [{"step": 1, "compute": 1, "metrics": {"a": 1e999}}], "x": 1}',
+    b'{"points": [{"step": 1, "compute": 1, "metrics": {"a": 10' + b"0" * 400 + b"}}]}",
+    b'{"points": [{"step": 1, "compute": 1, "time": 1e400, "metrics": {"a": 1}}]}',
+    b'{"points": {"step": 1}}',
+    b'{"pts": []}',
+    b"[]",
+    b"null",
+    b"",
+    b"{",
+    b'{"points": []} trailing',
+    b"\xff\xfe{}",
+    b"[" * 100_000,
+]
+
+
+@pytest.mark.parametrize("data", BODIES, ids=range(len(BODIES)))
+def test_same_answer_as_the_careful_path(data):
+    assert same(fast(data), careful(data))
+
+
+def test_fast_path_is_taken_for_a_trainers_batch_only():
+    good = body(*[point(step=i, metrics={"a": 0.1, "b": 2}, time=1.7e9 + i) for i in range(50)])
+    assert decode_points(good) is not None
+    for bad in (body(point(step=1.0)), body(point(metrics={"": 1.0})), b"[]"):
+        assert decode_points(bad) is None
+
+
+def test_floats_bit_for_bit():
+    rng = random.Random(7)
+    values = [struct.unpack("<d", rng.randbytes(8))[0] for _ in range(3000)]
+    values = [v for v in values if math.isfinite(v)]
+    values += [5e-324, 2.2250738585072014e-308, 0.1, 1 / 3, 9007199254740993.0]
+    values += [1.7976931348623157e308, -0.0]
+    pts = [point(step=i, compute=abs(v), metrics={"v": v}, time=v) for i, v in enumerate(values)]
+    data = body(*pts[: limits.MAX_POINTS_PER_REQUEST])
+    rows = decode_points(data)
+    assert rows is not None
+    assert same(rows, careful(data))
