@@ -98,6 +98,14 @@ _PG_CHUNK_MERGE = (
     + conflict_sql("postgresql", merge=True)
 )
 
+def _merge_sql(rows: list[ChunkRow]) -> str:
+    """The chunk merge with the rows as literals: an executemany costs a statement a row, and
+    binding ~20 parameters a row costs more client CPU than the database's work. Only ints and
+    finite floats (repr is exact), built here: nothing to escape."""
+    values = ",".join("(" + ",".join(map(repr, row)) + ")" for row in rows)
+    return _PG_CHUNK_MERGE.format(values=values)
+
+
 # Downsampling from point_chunks (see PointsMixin._downsample_chunks): chunks inside one bucket
 # and in range give their four points, the raw points of the others are read; then the same
 # aggregate as _PG_DOWNSAMPLE, with the same bucket expression, so the answer is identical.
@@ -272,30 +280,37 @@ class PointsMixin(SqlBase):
     def _ingest_pg(
         self, s: Session, run_id: int, by_metric: dict[str, list[PointRow]]
     ) -> tuple[int, bool]:
-        """The PostgreSQL ingest in few round trips, whatever the number of metrics: run row
-        (lock + summary), series, a COPY of the points and one of the new chunks, the merge of
-        the chunks they continue, one summary UPDATE, commit. Returns (rows inserted, whether a
-        refit was queued).
+        """The PostgreSQL ingest in few round trips, whatever the number of metrics: one
+        pipeline of BEGIN, the run row (lock + summary) and the series read; a COPY of the
+        points (the chunk rows and summaries are built while the database inserts them); a COPY
+        of the new chunks; one pipeline of the merge of the chunks they continue, the summary
+        UPDATE and COMMIT. Returns (rows inserted, whether a refit was queued).
 
         Plain SQL on the driver connection (prepared by psycopg after a few calls): building
         SQLAlchemy expressions per series cost more CPU than the database work itself."""
         raw: Any = s.connection().connection.driver_connection  # psycopg's
         now = utcnow()
         newest_all = max((b[-1] for b in by_metric.values()), key=lambda r: r.step)
-        with raw.cursor() as cur:
-            # The UPDATE takes the run row's lock (concurrent batches of one run serialise
-            # here; lock order run, then series) and moves the run summary, which depends on
-            # the batch alone. Every SET sees the old row, as in one SQL UPDATE.
-            cur.execute(_PG_RUN_SUMMARY, (now, newest_all.step, newest_all.step,
-                                          newest_all.step, newest_all.compute, run_id))
-            run = cur.fetchone()
-            if run is None:
-                raise NotFound(f"run {run_id} not found")
-            fit_metric_explicit, project_id, group = run
-            # A statement of its own, after the lock: its snapshot sees what the previous
-            # holder of the lock committed (a CTE would read from before the wait).
-            cur.execute(_PG_SERIES, (run_id,))
-            found = cur.fetchall()
+        run_cur, series_cur = raw.cursor(), raw.cursor()
+        try:
+            # One round trip. The UPDATE takes the run row's lock (concurrent batches of one
+            # run serialise here; lock order run, then series) and moves the run summary,
+            # which depends on the batch alone (every SET sees the old row). The SELECT is a
+            # statement of its own, run after the UPDATE got the lock: its snapshot sees what
+            # the previous holder of the lock committed (a CTE would read from before the
+            # wait). A pipeline only saves the waits between them.
+            with raw.pipeline():
+                run_cur.execute(_PG_RUN_SUMMARY, (now, newest_all.step, newest_all.step,
+                                                  newest_all.step, newest_all.compute, run_id))
+                series_cur.execute(_PG_SERIES, (run_id,))
+            run = run_cur.fetchone()
+            found = series_cur.fetchall()
+        finally:
+            run_cur.close()
+            series_cur.close()
+        if run is None:
+            raise NotFound(f"run {run_id} not found")
+        fit_metric_explicit, project_id, group = run
         names = sorted(by_metric)
         if any(n not in {r[0] for r in found} for n in names):
             series_ids, last_steps = self._ensure_series(s, run_id, names)
@@ -304,6 +319,7 @@ class PointsMixin(SqlBase):
             last_steps = {r[0]: r[2] for r in found}
         inserted: dict[str, int] = {}
         appends: list[tuple[int, list[PointRow]]] = []
+        rewritten: list[tuple[int, list[PointRow]]] = []
         for metric in sorted(by_metric, key=lambda m: series_ids[m]):
             batch = by_metric[metric]
             last = last_steps.get(metric)
@@ -314,60 +330,62 @@ class PointsMixin(SqlBase):
                 inserted[metric] = len(batch) - self._upsert_series_points(
                     s, series_ids[metric], batch
                 )
+                rewritten.append((series_ids[metric], batch))
+
+        def plan() -> tuple[list[ChunkRow], list[ChunkRow], tuple]:
+            """The chunk rows and the summary UPDATE's arguments (Python only)."""
+            new, merge = self._split_chunks(
+                appends, {series_ids[m]: last_steps.get(m) for m in by_metric}
+            )
+            fit = resolve_fit_metric(fit_metric_explicit, list(series_ids))
+            ids, counts, steps, computes, values, refits = [], [], [], [], [], []
+            for metric in sorted(by_metric, key=lambda m: series_ids[m]):
+                newest = by_metric[metric][-1]
+                ids.append(series_ids[metric])
+                counts.append(inserted[metric])
+                steps.append(newest.step)
+                computes.append(newest.compute)
+                values.append(newest.value)
+                refits.append(1 if metric == fit else 0)  # the refit marker
+            return new, merge, (fit, (now, ids, counts, steps, computes, values, refits))
+
         if appends:
-            self._copy_points(raw, appends)
-        self._maintain_chunks(
-            s,
-            appends,
-            [(series_ids[m], by_metric[m]) for m in by_metric if series_ids[m] not in
-             {sid for sid, _ in appends}],
-            {series_ids[m]: last_steps.get(m) for m in by_metric},
-        )
-        fit_metric = resolve_fit_metric(fit_metric_explicit, list(series_ids))
-        ids, counts, steps, computes, values, refits = [], [], [], [], [], []
-        for metric in sorted(by_metric, key=lambda m: series_ids[m]):
-            newest = by_metric[metric][-1]
-            ids.append(series_ids[metric])
-            counts.append(inserted[metric])
-            steps.append(newest.step)
-            computes.append(newest.compute)
-            values.append(newest.value)
-            refits.append(1 if metric == fit_metric else 0)  # the refit marker
-        with raw.cursor() as cur:
-            cur.execute(_PG_SERIES_SUMMARY, (now, ids, counts, steps, computes, values, refits))
+            with raw.cursor() as cur, cur.copy(
+                f"COPY points ({POINT_COLUMNS}) FROM STDIN (FORMAT BINARY)"
+            ) as cp:
+                # One binary COPY for every appended series (`pgcopy`: no float formatted or
+                # parsed). Once its data is sent the database inserts while this thread plans
+                # the rest: the COPY ends (and its result is awaited) when the block closes.
+                cp.write(points_binary(appends))
+                new, merge, (fit_metric, summary) = plan()
+        else:
+            new, merge, (fit_metric, summary) = plan()
+        conn = s.connection()
+        if new:
+            self._copy_chunks(raw, new)
+        self._replace_chunks(conn, rewritten)
+        # One round trip: the merge of the chunks the batch continues, the summaries and the
+        # group's refit mark, and COMMIT (a failed statement aborts the pipeline before COMMIT;
+        # the session's own commit then finds nothing to do, a failure rolls back as usual).
+        with raw.pipeline(), raw.cursor() as cur:
+            if merge:
+                cur.execute(_merge_sql(merge))
+            cur.execute(_PG_SERIES_SUMMARY, summary)
             if group is not None and fit_metric in by_metric:
-                # A member's new points of its fit metric: its group is refitted too. One more
-                # round trip, for grouped runs only; group rows are locked last (group_marks).
+                # A member's new points of its fit metric: its group is refitted too (group
+                # rows are locked last, as group_marks does).
                 cur.execute(UPSERT_PG, (project_id, group, fit_metric, now))
+            raw.commit()
         return sum(inserted.values()), fit_metric in by_metric
 
     @staticmethod
-    def _copy_points(raw: Any, appends: list[tuple[int, list[PointRow]]]) -> None:
-        # One binary COPY for every appended series (`pgcopy`: no float formatted or parsed).
-        with (
-            raw.cursor() as cur,
-            cur.copy(f"COPY points ({POINT_COLUMNS}) FROM STDIN (FORMAT BINARY)") as cp,
-        ):
-            cp.write(points_binary(appends))
-
-    def _maintain_chunks(
-        self,
-        s: Session,
-        appended: list[tuple[int, list[PointRow]]],
-        rewritten: list[tuple[int, list[PointRow]]],
-        last_steps: dict[int, int | None] | None = None,
-    ) -> None:
-        """Keep `point_chunks` exact (`server/store/chunks.py`), in the ingest's transaction.
-
-        Appended points all lie past every stored step of their series, so their chunks merge
-        into the stored ones (one statement for every level and series); an upsert into the
-        stored range recomputes its coarsest chunks, and the finer ones inside, from the points.
-        With `last_steps` (series id -> its largest stored step, None: no points; PostgreSQL),
-        the chunks past the one holding that step cannot exist yet: they go in by COPY, and only
-        that one chunk a level is merged (the merge's conflict checks cost ~50 µs a row).
-        """
-        conn = s.connection()
-        ph = "%s" if self.dialect == "postgresql" else "?"
+    def _split_chunks(
+        appended: list[tuple[int, list[PointRow]]], last_steps: dict[int, int | None] | None
+    ) -> tuple[list[ChunkRow], list[ChunkRow]]:
+        """The chunk rows of appended points: (new, merge). With `last_steps` (series id -> its
+        largest stored step, None: no points), the chunks past the one holding that step cannot
+        exist yet (new: a COPY); only that one chunk a level is merged (the merge's conflict
+        checks cost ~50 us a row). Without, every row is merged."""
         merge: list[ChunkRow] = []
         new: list[ChunkRow] = []
         for sid, batch in appended:
@@ -381,22 +399,39 @@ class PointsMixin(SqlBase):
                     new.append(row)
                 else:
                     merge.append(row)
-        if new:
-            raw: Any = conn.connection.driver_connection
-            with (
-                raw.cursor() as cur,
-                cur.copy(f"COPY point_chunks ({', '.join(CHUNK_COLUMNS)}) FROM STDIN "
-                         "(FORMAT BINARY)") as cp,
-            ):
-                cp.write(chunks_binary(new))
-        if merge and self.dialect == "postgresql":
-            # One statement with the rows as literals: an executemany costs a statement a row,
-            # and binding ~20 parameters a row costs more client CPU than the database's work.
-            # Only ints and finite floats (repr is exact), built here: nothing to escape.
-            values = ",".join("(" + ",".join(map(repr, row)) + ")" for row in merge)
-            conn.exec_driver_sql(_PG_CHUNK_MERGE.format(values=values))
-        elif merge:
+        return new, merge
+
+    @staticmethod
+    def _copy_chunks(raw: Any, rows: list[ChunkRow]) -> None:
+        with (
+            raw.cursor() as cur,
+            cur.copy(f"COPY point_chunks ({', '.join(CHUNK_COLUMNS)}) FROM STDIN "
+                     "(FORMAT BINARY)") as cp,
+        ):
+            cp.write(chunks_binary(rows))
+
+    def _maintain_chunks(
+        self,
+        s: Session,
+        appended: list[tuple[int, list[PointRow]]],
+        rewritten: list[tuple[int, list[PointRow]]],
+    ) -> None:
+        """Keep `point_chunks` exact (`server/store/chunks.py`), in the ingest's transaction
+        (SQLite; PostgreSQL's ingest writes the same rows in fewer round trips).
+
+        Appended points all lie past every stored step of their series, so their chunks merge
+        into the stored ones (one statement for every level and series); an upsert into the
+        stored range recomputes its coarsest chunks, and the finer ones inside, from the points.
+        """
+        conn = s.connection()
+        _, merge = self._split_chunks(appended, None)
+        if merge:
             conn.exec_driver_sql(upsert_sql(self.dialect, merge=True), merge)
+        self._replace_chunks(conn, rewritten)
+
+    def _replace_chunks(self, conn: Any, rewritten: list[tuple[int, list[PointRow]]]) -> None:
+        """Recompute the chunks (every level) holding the rewritten points, from the points."""
+        ph = "%s" if self.dialect == "postgresql" else "?"
         replace: list[ChunkRow] = []
         top = CHUNK_LEVELS[-1]
         for sid, batch in rewritten:
@@ -447,7 +482,7 @@ class PointsMixin(SqlBase):
         return existing, last_steps
 
     def _append_series_points(self, s: Session, sid: int, batch: list[PointRow]) -> None:
-        """SQLite's append (PostgreSQL's is the COPY in `_copy_points`)."""
+        """SQLite's append (PostgreSQL's is the COPY in `_ingest_pg`)."""
         s.connection().exec_driver_sql(
             "INSERT INTO points (series_id, step, compute, value, wall_time) "
             "VALUES (?, ?, ?, ?, ?)",
