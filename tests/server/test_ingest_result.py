@@ -20,3 +20,36 @@ def test_ingest_says_whether_it_queued_a_refit(store):  # noqa: ANN001
     assert tuple(again) == (2, 1) and again.refit
     claimed = store.claim_dirty_series("test", limit=10)
     assert [d.metric for d in claimed] == ["val_pass_rate"]
+
+
+def test_an_ingest_that_fails_in_the_database_stores_nothing(store, monkeypatch):  # noqa: ANN001
+    """The last statements (summaries, and on PostgreSQL COMMIT pipelined with them) failing
+    leaves no point, chunk or summary of the batch; the same batch then goes in whole."""
+    from scalewatch.server.store import points_sql
+
+    run, _ = store.get_or_create_run("p", "r")
+    rid = run["id"]
+    store.ingest_points(rid, [PointRow("m", s, float(s), 0.5, None) for s in range(100)])
+    batch = [PointRow("m", s, float(s), 0.5, 1.0) for s in range(100, 200)]
+
+    def boom(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise RuntimeError("database went away")
+
+    if store.dialect == "postgresql":  # a statement in the pipeline that ends with COMMIT
+        bad = points_sql._PG_SERIES_SUMMARY.replace("WHERE s.id = u.id", "WHERE 1 / 0 = 1")
+        monkeypatch.setattr(points_sql, "_PG_SERIES_SUMMARY", bad)
+    else:
+        monkeypatch.setattr(points_sql.PointsMixin, "_update_summaries", boom)
+    try:
+        store.ingest_points(rid, batch)
+    except Exception:  # noqa: BLE001, S110 - either error is the point of the test
+        pass
+    else:
+        raise AssertionError("the ingest should have failed")
+    monkeypatch.undo()
+    page = store.get_points(rid, "m")
+    assert page.total == 100 and page.steps[-1] == 99
+    assert store.get_points(rid, "m", max_points=8, rollup=True).total == 100
+    assert tuple(store.ingest_points(rid, batch)) == (100, 0)
+    page = store.get_points(rid, "m")
+    assert page.total == 200 and page.steps[-1] == 199
