@@ -6,7 +6,8 @@ Every figure is measured in the same run on the same machine, and printed as a r
 - scalewatch: POST /api/v1/runs/{id}/points, gzip-encoded, 1,000 values a request (what the
   trainer client sends), one keep-alive connection, into SQLite and into PostgreSQL;
 - raw COPY: the same rows straight into a PostgreSQL table of the same shape (same primary key)
-  through psycopg COPY, one transaction per 1,000 rows: the ceiling for any PostgreSQL ingest;
+  through psycopg COPY, one transaction per 1,000 rows: the ceiling for any PostgreSQL ingest
+  (measured right before and after each PostgreSQL row, which is divided by their mean);
 - MLflow: `mlflow server` with the same database kind, `MlflowClient.log_batch` with 1,000
   metrics a call (MLflow's own per-request maximum). MLflow is installed into
   `.bench/mlflow-venv` on first use (it is a bench-only dependency);
@@ -309,9 +310,16 @@ def main() -> None:
     args = ap.parse_args()
     kinds = ["sqlite"] + (["postgresql"] if pg_available() else [])
     rows = []
+    copies: dict[int, float] = {}
     for kind in kinds:
         for clients in args.clients:
+            # Raw COPY right before and after each PostgreSQL row (their mean is its "x COPY"):
+            # on a shared machine the load moves within a run, and one COPY figure taken
+            # minutes apart from a row skewed its ratio either way (0.43-0.52 for one build).
+            before = bench_copy(args.values, args.batch) if kind == "postgresql" else None
             sw = bench_scalewatch(kind, args.values, args.batch, args.metrics, clients)
+            if before is not None:
+                copies[clients] = (before + bench_copy(args.values, args.batch)) / 2
             ml = (
                 None
                 if args.skip_mlflow
@@ -323,13 +331,13 @@ def main() -> None:
                 else bench_mlflow_compat(kind, args.compat_values, args.batch, clients)
             )
             rows.append((kind, clients, sw, ml, compat))
-    copy = bench_copy(args.values, args.batch) if "postgresql" in kinds else None
     ceilings = {} if args.skip_mlflow else {
         c: bench_client_ceiling(args.compat_values // 4, args.batch, c) for c in args.clients}
 
     print(
         f"\ningest, {args.batch} values a request, {args.values} values "
-        f"({args.metrics} metric(s) a point); raw COPY is one writer"
+        f"({args.metrics} metric(s) a point); raw COPY is one writer, measured right before "
+        "and after each PostgreSQL row (mean)"
     )
     print(
         f"{'database':<12}{'clients':>8}{'scalewatch/s':>14}{'MLflow/s':>12}{'x MLflow':>10}"
@@ -339,7 +347,7 @@ def main() -> None:
     for kind, clients, sw, ml, compat in rows:
         ratio_ml = f"{sw / ml:>10.1f}" if ml else f"{'n/a':>10}"
         ml_s = f"{ml:>12,.0f}" if ml else f"{'n/a':>12}"
-        cp = copy if kind == "postgresql" else None
+        cp = copies.get(clients) if kind == "postgresql" else None
         cp_s = f"{cp:>13,.0f}" if cp else f"{'-':>13}"
         ratio_cp = f"{sw / cp:>9.2f}" if cp else f"{'-':>9}"
         compat_s = f"{compat:>14,.0f}" if compat else f"{'n/a':>14}"
