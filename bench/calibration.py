@@ -46,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scalewatch.server.fitting import FitOptions, fit_curve, predict_interval  # noqa: E402
 from scalewatch.server.fitting.fit import ID_MAX_WIDTH, prepare  # noqa: E402
+from scalewatch.server.fitting.hindcast import hindcast_of, learn_drift_rate  # noqa: E402
 from scalewatch.server.fitting.noise_prior import learn_rho_prior  # noqa: E402
 from scalewatch.server.fitting.paper import fit_baseline  # noqa: E402
 from scalewatch.server.fitting.synth import TABLE1, make_prompt_run, make_run  # noqa: E402
@@ -93,10 +94,10 @@ DEFAULTS = ("default", "", PRIOR)  # rows judged on their intervals (the others:
 
 
 def fit_one(run: dict, window: float, method: str,
-            noise_prior: tuple[float, float] | None = None) -> dict:
+            prior: tuple[tuple[float, float] | None, float | None] = (None, None)) -> dict:
     opts = FitOptions(r0=run["r0"], warmup=run["warmup"], fit_until=window * run["cm"],
                       target_compute=run["end"], method="default" if method == PRIOR else method,
-                      noise_prior=noise_prior)
+                      noise_prior=prior[0], drift_rate=prior[1])
     t0 = time.perf_counter()
     if method == "paper":
         res = fit_baseline(prepare(run["c"], run["y"], opts), opts, exact=False)
@@ -167,9 +168,9 @@ def synthetic(args: argparse.Namespace) -> None:
     results: dict[tuple[str, str, float], list[tuple[dict, dict]]] = defaultdict(list)
     rng = np.random.default_rng(args.seed)
     for fname, fam in fams.items():
-        runs = [(si, rep, make(fam, shape, rng)) for si, shape in enumerate(TABLE1)
-                for rep in range(args.reps)]
-        priors = leave_one_out_priors([run for _, _, run in runs]) if args.noise_prior else []
+        runs = [(si, rep, dict(make(fam, shape, rng), project=fname))
+                for si, shape in enumerate(TABLE1) for rep in range(args.reps)]
+        priors = learned_priors([run for _, _, run in runs]) if args.noise_prior else []
         for i, (si, rep, run) in enumerate(runs):
             for w in WINDOWS:
                 r = dict(run, cell=(fname, si, w))
@@ -181,7 +182,9 @@ def synthetic(args: argparse.Namespace) -> None:
                         (r, fit_one(run, w, "curve_fit")))
                 if args.baselines and rep < args.paper_reps:
                     results[(fname, "paper", w)].append((r, fit_one(run, w, "paper")))
-        print(f"  .. {fname} done", file=sys.stderr, flush=True)
+        rates = [p[1] for p in priors if p[1] is not None]
+        print(f"  .. {fname} done" + (f" (learned drift rate, median {np.median(rates):.4f})"
+                                      if rates else ""), file=sys.stderr, flush=True)
     print(f"\n== synthetic: {len(fams)} families x {len(TABLE1)} Table-1 shapes x {args.reps} "
           f"reps (paper method: {args.paper_reps} rep), windows at {WINDOWS} x C_mid, "
           f"forecast at {END:g} x C_mid; ok = A's 95% interval narrower than {ID_MAX_WIDTH} ==")
@@ -209,14 +212,24 @@ def synthetic(args: argparse.Namespace) -> None:
                 print(row(f"{w:g}x", PRIOR, results[(f, PRIOR, w)], oracle_rate(rows)))
 
 
-def leave_one_out_priors(runs: list[dict]) -> list[tuple[float, float] | None]:
-    """Per run, the noise prior learned from the other runs of its family fitted to their end
-    (what the server learns from a project's finished runs)."""
-    full = []
-    for run in runs:
-        res = fit_curve(run["c"], run["y"], FitOptions(r0=run["r0"], warmup=run["warmup"]))
-        full.append(res.rho)
-    return [learn_rho_prior(full[:i] + full[i + 1:]) for i in range(len(runs))]
+Prior = tuple[tuple[float, float] | None, float | None]  # (noise prior on rho, drift rate)
+
+
+def learned_priors(runs: list[dict]) -> list[Prior]:
+    """Per run, what the server learns from a project's finished runs, learned here from the
+    *other* runs (leave-one-out) of its project: their noise posteriors (fitted to their end)
+    and their hindcasts (fitted on their first half, forecasting their end)."""
+    def others(i: int) -> list[int]:
+        return [j for j, o in enumerate(runs) if j != i and o["project"] == runs[i]["project"]]
+
+    full = [fit_curve(r["c"], r["y"], FitOptions(r0=r["r0"], warmup=r["warmup"])).rho
+            for r in runs]
+    rho = [learn_rho_prior([full[j] for j in others(i)]) for i in range(len(runs))]
+    # As the server does: a finished run's hindcast is fitted with its own (learned) prior.
+    hind = [hindcast_of(r["c"], r["y"], FitOptions(r0=r["r0"], warmup=r["warmup"],
+                                                   noise_prior=rho[i]))
+            for i, r in enumerate(runs)]
+    return [(rho[i], learn_drift_rate([hind[j] for j in others(i)])) for i in range(len(runs))]
 
 
 def real(args: argparse.Namespace) -> None:
@@ -228,21 +241,20 @@ def real(args: argparse.Namespace) -> None:
         return
     print(f"\n== real curves: {len(runs)} runs, fit on the first half, forecast the end "
           "(reference: mean of the last k evaluations) ==")
-    print("  method      n   ok      f-med   f-p90   f-cov(ok)  f-cov(all)")
-    priors: list[tuple[float, float] | None] = [None] * len(runs)
+    print("  method      n   ok      f-med   f-p90   f-cov(ok)  f-cov(all)  f-width")
+    priors: list[Prior] = [(None, None)] * len(runs)
     if args.noise_prior:  # a source's runs of one metric share their evaluation set: a project
-        full = [fit_curve(r["c"], r["y"], FitOptions()).rho for r in runs]
-        priors = [learn_rho_prior([full[j] for j, o in enumerate(runs)
-                                   if j != i and o["project"] == r["project"]])
-                  for i, r in enumerate(runs)]
-        print(f"  ({sum(p is not None for p in priors)} of {len(runs)} runs have another run "
-              f"of their source and metric to learn the noise prior from)")
+        priors = learned_priors([dict(r, r0=None) for r in runs])
+        print(f"  ({sum(p[0] is not None for p in priors)} of {len(runs)} runs have another run "
+              f"of their source and metric to learn the noise prior from, "
+              f"{sum(p[1] is not None for p in priors)} enough to learn the drift rate)")
     for method in ("default", "curve_fit") + ((PRIOR,) if args.noise_prior else ()):
-        errs, cov_all, cov_ok, n_ok = [], [], [], 0
+        errs, cov_all, cov_ok, width, n_ok = [], [], [], [], 0
         for i, run in enumerate(runs):
             opts = FitOptions(fit_until=run["fit_until"], target_compute=run["target"],
                               method="default" if method == PRIOR else method,
-                              noise_prior=priors[i] if method == PRIOR else None)
+                              noise_prior=priors[i][0] if method == PRIOR else None,
+                              drift_rate=priors[i][1] if method == PRIOR else None)
             res = fit_curve(run["c"], run["y"], opts)
             n_ok += res.status == "ok"
             if res.predicted_at_target is not None:
@@ -254,10 +266,11 @@ def real(args: argparse.Namespace) -> None:
                 lo, hi = (float(v[0]) for v in predict_interval(res, [at], n_evals=k))
                 hit = lo <= truth <= hi
                 cov_all.append(hit)
+                width.append(hi - lo)
                 if res.status == "ok":
                     cov_ok.append(hit)
         print(f"  {method:9s} {len(runs):4d} {n_ok:4d}    {_q(errs, .5)}  {_q(errs, .9)}  "
-              f"{_pct(cov_ok)}     {_pct(cov_all)}")
+              f"{_pct(cov_ok)}     {_pct(cov_all)}   {_q(width, .5)}")
 
 
 def learn_drift() -> None:

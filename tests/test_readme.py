@@ -15,6 +15,7 @@ import pytest
 from tests.alerts.helpers import Receiver
 from tests.support.live_server import LiveServer
 from tests.support.net import free_port
+from tests.support.polling import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
@@ -129,6 +130,8 @@ def test_readme_python_snippets_run(server, tmp_path):
     with server.client() as http:
         rid = http.get("/api/v1/runs", params={"project": "math-rl"}).json()["runs"][0]["id"]
         assert http.get(f"/api/v1/runs/{rid}/points").json()["total"] == 30
+        # The refitter works in the background: the snippet reads the fit it has stored.
+        wait_for(lambda: http.get(f"/api/v1/runs/{rid}/fit").json()["status"] != "pending")
     exec(api_snippet.replace("/runs/1/", f"/runs/{rid}/"), namespace)  # noqa: S102
     assert namespace["fit"]["status"] in ("ok", "unidentified", "insufficient_data")
 

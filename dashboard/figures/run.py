@@ -53,6 +53,10 @@ def fit_caption(fit: dict[str, Any] | None, unit: str) -> str:
         runs = (fit.get("prior") or {}).get("finished_runs")
         source = f" from {runs} finished run{'s' * (runs != 1)}" if runs else ""
         parts.append(f"noise prior ρ {rho['mean']:.2f} ± {rho['sd']:.2f}{source}")
+        drift = (fit.get("prior") or {}).get("drift_rate")
+        if drift is not None:  # the project's own misspecification allowance (hindcasts)
+            parts.append(f"drift allowance {drift:.3f} per ln(compute) from the project's "
+                         "hindcasts")
     return " · ".join(parts)
 
 

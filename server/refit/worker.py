@@ -19,7 +19,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from scalewatch.server.background import PollingWorker, worker_identity
-from scalewatch.server.fitting import FitResult, fit_curve
+from scalewatch.server.fitting import FitOptions, FitResult, fit_curve
+from scalewatch.server.fitting.hindcast import hindcast_of
 from scalewatch.server.refit.groups import GroupFitListener, GroupRefits
 from scalewatch.server.services.fits import fit_options_for, fit_record, prior_source
 from scalewatch.server.store.base import DirtySeries, FitStore, GroupStore
@@ -82,6 +83,18 @@ class Refitter(PollingWorker):
                 return done
         return done
 
+    @staticmethod
+    def _hindcast(item: DirtySeries, compute: list[float], values: list[float],
+                  options: FitOptions) -> list[float] | None:
+        """A finished run's hindcast (what its project's drift rate is learned from), or None
+        when it has too few points or the engine cannot fit its first half."""
+        try:
+            h = hindcast_of(np.asarray(compute), np.asarray(values), options)
+        except Exception:  # noqa: BLE001 - a hindcast failing must not lose the fit
+            log.exception("hindcast of run %s metric %s failed", item.run_id, item.metric)
+            return None
+        return None if h is None else h.as_list()
+
     def _refit(self, item: DirtySeries) -> None:
         try:
             context = self.store.fit_context(item.run_id)
@@ -123,12 +136,16 @@ class Refitter(PollingWorker):
         stored = prior_source(
             fit_record(result, metric=metric, fit_seconds=round(time.perf_counter() - t0, 4)),
             context)
+        if context.get("status") == "finished" and ok and "internal" in stored:
+            stored["internal"]["hindcast"] = self._hindcast(item, compute, values, options)
         fit_id = self.store.finish_refit(
             item.series_id, self.owner, max(requested, item.requested), stored,
             options.intervals and ok,
         )
         if self.metrics is not None:
             self.metrics.fit_done(ok)
+        for run_id, name in context.get("finished_without_hindcast") or []:
+            self.store.request_fit(run_id, name, force=True)  # its refit adds the hindcast
         stored["fit_id"] = fit_id
         for listener in self.listeners:
             try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 from scalewatch.server.fitting import FitOptions, FitResult
+from scalewatch.server.fitting.hindcast import learn_drift_rate
 from scalewatch.server.fitting.noise_prior import learn_rho_prior
 from scalewatch.server.store.base import FitStore
 from scalewatch.server.store.fit_records import FitRecord, PublicFit
@@ -26,9 +27,17 @@ def noise_prior_for(context: dict[str, Any]) -> tuple[float, float] | None:
     return None
 
 
+def drift_rate_for(context: dict[str, Any]) -> float | None:
+    """With ``noise_prior: "project"``, the drift rate the project's finished runs needed
+    beyond their own half-run forecasts (``project_hindcasts``); else None (the default)."""
+    if (context.get("fit_settings") or {}).get("noise_prior") != "project":
+        return None
+    return learn_drift_rate(context.get("project_hindcasts") or [])
+
+
 def fit_options_for(context: dict[str, Any], intervals: bool = True) -> FitOptions:
-    """FitOptions from a run's fit settings (r0, warmup, fit_until, value_range, noise_prior)
-    and target."""
+    """FitOptions from a run's fit settings (r0, warmup, fit_until, value_range, noise_prior
+    and with it the project's drift rate) and target."""
     fs = context.get("fit_settings") or {}
     value_range = fs.get("value_range") or (0.0, 1.0)
     return FitOptions(
@@ -39,6 +48,7 @@ def fit_options_for(context: dict[str, Any], intervals: bool = True) -> FitOptio
         value_range=(float(value_range[0]), float(value_range[1])),
         intervals=intervals,
         noise_prior=noise_prior_for(context),
+        drift_rate=drift_rate_for(context),
     )
 
 
@@ -47,8 +57,13 @@ def prior_source(record: FitRecord, context: dict[str, Any]) -> FitRecord:
     prior = record.get("prior")
     learned = (context.get("fit_settings") or {}).get("noise_prior") == "project"
     if isinstance(prior, dict) and learned:
-        record["prior"] = {**prior, "source": "project",
-                           "finished_runs": len(context.get("project_noise") or [])}
+        learned_from: dict[str, Any] = {
+            **prior, "source": "project",
+            "finished_runs": len(context.get("project_noise") or [])}
+        if (rate := drift_rate_for(context)) is not None:
+            learned_from["drift_rate"] = round(rate, 4)
+            learned_from["hindcasts"] = len(context.get("project_hindcasts") or [])
+        record["prior"] = learned_from
     return record
 
 

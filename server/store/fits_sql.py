@@ -96,12 +96,14 @@ class FitsMixin(SqlBase):
             )
             return fit_id
 
-    def request_fit(self, run_id: int, metric: str) -> bool:
-        """Queue a fit of (run, metric) unless one is queued or its latest fit is current.
+    def request_fit(self, run_id: int, metric: str, force: bool = False) -> bool:
+        """Queue a fit of (run, metric) unless one is queued or (unless `force`) its latest
+        fit is current.
 
         Ingest queues only the run's fit metric; a read of another metric's fit calls this
         instead of fitting inside the request, and the refitter does the rest. "Current" means
-        stored after the series last changed. False when the run has no points of `metric`.
+        stored after the series last changed; `force` refits a current one (a finished run's
+        fit that predates its hindcast). False when the run has no points of `metric`.
         """
         with self.session() as s:
             row = s.execute(
@@ -117,7 +119,7 @@ class FitsMixin(SqlBase):
             if row is None:
                 return False
             sid, queued, changed_at, fitted_at = row
-            if queued or (fitted_at is not None and changed_at <= fitted_at):
+            if queued or (not force and fitted_at is not None and changed_at <= fitted_at):
                 return True  # the usual read: nothing to write (and no SQLite write lock)
             # Compare-and-set like the claim: concurrent readers queue it once, not N times.
             s.execute(
@@ -199,14 +201,16 @@ class FitsMixin(SqlBase):
             settings = dict(run.fit_settings or {})
             if "noise_prior" not in settings and run.project.noise_prior is not None:
                 settings["noise_prior"] = run.project.noise_prior  # the project's default
-            noise = (self._finished_noise(s, run, metric)
-                     if settings.get("noise_prior") == "project" else None)
+            learned = (self._finished_runs(s, run, metric)
+                       if settings.get("noise_prior") == "project" else {})
             return {
                 "run_id": run.id,
                 "project": run.project.name,
                 "name": run.name,
                 "fit_metric": metric,
-                "project_noise": noise,
+                "project_noise": learned.get("noise"),
+                "project_hindcasts": learned.get("hindcasts"),
+                "finished_without_hindcast": learned.get("missing", []),
                 "target_compute": run.target_compute,
                 "fit_settings": settings,
                 "status": run.status,
@@ -214,22 +218,29 @@ class FitsMixin(SqlBase):
             }
 
     @staticmethod
-    def _finished_noise(s: Session, run: Run, metric: str) -> list[tuple[float, float]]:
-        """The noise posteriors (rho mean, sd) of the latest fits of `metric` of the other
-        finished runs of the run's project: what its opt-in noise prior is learned from."""
-        rows = s.scalars(
-            select(Fit.summary)
+    def _finished_runs(s: Session, run: Run, metric: str) -> dict[str, list]:
+        """What the other finished runs of the run's project teach its opt-in priors, from
+        the summaries of their latest fits of `metric`: their noise posteriors (rho mean, sd),
+        their hindcasts, and which of them have no hindcast yet (fitted before they finished,
+        or before hindcasts existed): (run id, metric) pairs for the refitter to queue."""
+        rows = s.execute(
+            select(Run.id, Fit.summary)
             .select_from(Run)
             .join(Series, and_(Series.run_id == Run.id, Series.name == metric))
             .join(Fit, Fit.id == Series.latest_fit_id)
             .where(Run.project_id == run.project_id, Run.status == "finished", Run.id != run.id)
         ).all()
-        out = []
-        for summary in rows:
-            rho = (summary or {}).get("noise_rho")
+        noise, hindcasts, missing = [], [], []
+        for run_id, summary in rows:
+            summary = summary or {}
+            rho = summary.get("noise_rho")
             if isinstance(rho, list) and len(rho) == 2 and None not in rho:
-                out.append((float(rho[0]), float(rho[1])))
-        return out
+                noise.append((float(rho[0]), float(rho[1])))
+            if "hindcast" not in summary:
+                missing.append((int(run_id), metric))
+            elif isinstance(h := summary["hindcast"], list) and len(h) == 3 and None not in h:
+                hindcasts.append((float(h[0]), float(h[1]), float(h[2])))
+        return {"noise": noise, "hindcasts": hindcasts, "missing": missing}
 
     # ---- reading fits ----------------------------------------------------------------------
     def _series_id(self, s: Session, run_id: int, metric: str | None) -> tuple[int | None, str]:

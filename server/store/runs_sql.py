@@ -229,6 +229,8 @@ class RunsMixin(SqlBase):
                         merged[key] = value
                 run.fit_settings = merged
                 refit = True
+            if changes.get("status") == "finished" and run.status != "finished":
+                refit = True  # a finished run's fit carries its hindcast (fitting/hindcast.py)
             for key in ("status", "notes", "config"):
                 if key in changes and changes[key] is not None:
                     setattr(run, key, changes[key])

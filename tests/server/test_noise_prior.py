@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import numpy as np
 
+from scalewatch.server.db.models import Fit, Series
+from scalewatch.server.fitting.hindcast import MIN_HINDCASTS
+from scalewatch.server.fitting.intervals import DRIFT_RATE
 from scalewatch.server.fitting.synth import make_run
 from tests.support.polling import wait_for
 
 METRIC = "val_pass_rate"
 
 
-def _post(client, rid: int, c, y) -> None:
+def _post(client, rid: int, c, y, first_step: int = 0) -> None:
     pts = [{"step": i, "compute": float(ci), "metrics": {METRIC: float(yi)}}
-           for i, (ci, yi) in enumerate(zip(c, y, strict=True))]
+           for i, (ci, yi) in enumerate(zip(c, y, strict=True), start=first_step)]
     r = client.post(f"/api/v1/runs/{rid}/points", json={"points": pts})
     assert r.status_code == 200, r.text
 
@@ -126,3 +129,62 @@ def test_a_project_default_applies_to_runs_without_their_own(live_app):
     r = client.patch("/api/v1/projects/team", json={"noise_prior": [2.0, 0.1]})
     assert r.status_code == 422 and "noise_prior" in r.text
     assert client.get("/api/v1/projects/team").json()["noise_prior"] == "project"
+
+
+def _hindcast_of(app, rid: int) -> list | None:
+    """The hindcast stored with a run's latest fit (only a finished run's fit has one)."""
+    _, record = app.state.store.latest_fit(rid)
+    return (record or {}).get("internal", {}).get("hindcast", "absent")
+
+
+def test_finished_runs_teach_the_project_its_drift_rate(live_app):
+    """A run that finishes is fitted once more with its hindcast; with enough of them
+    (``MIN_HINDCASTS``) the project's runs get a drift rate (the prior says so); a finished
+    run whose fit predates its hindcast (an upgraded database) is refitted by the next run
+    that learns from it."""
+    app, client = live_app
+    finished = []
+    for seed in range(MIN_HINDCASTS):
+        rid = _run(client, "drift", f"done-{seed}")
+        c, y = _data(100 + seed, rho=0.5)
+        _post(client, rid, c, y)
+        finished.append(rid)
+    for rid in finished:
+        _fitted(client, rid, c.size)
+        assert _hindcast_of(app, rid) == "absent"  # running: no hindcast yet
+        assert client.patch(f"/api/v1/runs/{rid}", json={"status": "finished"}).status_code == 200
+    for rid in finished:
+        miss, sd, beyond = wait_for(lambda rid=rid: isinstance(h := _hindcast_of(app, rid), list)
+                                    and h)
+        assert abs(miss) < 0.1 and sd > 0 and beyond > 0
+
+    # Make the first one look like a fit stored before hindcasts existed.
+    with app.state.store.session() as s:
+        series = s.query(Series).filter(Series.run_id == finished[0],
+                                        Series.name == METRIC).one()
+        fit = s.get(Fit, series.latest_fit_id)
+        fit.summary = {k: v for k, v in fit.summary.items() if k != "hindcast"}
+        internal = dict(fit.result["internal"])
+        internal.pop("hindcast")
+        fit.result = {**fit.result, "internal": internal}
+
+    new = _run(client, "drift", "new", fit_settings={"noise_prior": "project"})
+    c, y = _data(14, rho=0.5)
+    _post(client, new, c[:60], y[:60])
+    first = _fitted(client, new, 60)
+    # One hindcast short (the stripped one is not counted): the default allowance.
+    assert first["prior"]["finished_runs"] == MIN_HINDCASTS
+    assert "drift_rate" not in first["prior"], first["prior"]
+    wait_for(lambda: isinstance(_hindcast_of(app, finished[0]), list))  # ... but refitted
+    _post(client, new, c[60:80], y[60:80], first_step=60)
+    prior = _fitted(client, new, 80)["prior"]
+    assert prior["source"] == "project" and prior["hindcasts"] == MIN_HINDCASTS, prior
+    assert 0.0 <= prior["drift_rate"] < 0.5, prior
+    assert abs(app.state.store.latest_fit(new)[1]["internal"]["drift_sd"]
+               - prior["drift_rate"]) < 1e-4
+
+    # Without the project setting nothing is learned: the default allowance stays.
+    plain = _run(client, "drift", "plain")
+    _post(client, plain, c[:60], y[:60])
+    assert _fitted(client, plain, 60)["prior"] is None
+    assert app.state.store.latest_fit(plain)[1]["internal"]["drift_sd"] == DRIFT_RATE

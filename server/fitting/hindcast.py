@@ -1,0 +1,100 @@
+"""How far a finished run strayed beyond its own forecast, and the drift a project's runs need.
+
+The misspecification allowance (``intervals.DRIFT_RATE``) widens every prediction beyond the
+fit window for what the sigmoid cannot foresee: late slow gains or declines.  Its default is
+learned on 47 public curves of several teams, and it is the 95th percentile of what they
+needed; most runs need none of it, so for a project whose runs do follow the sigmoid the
+default makes every forecast interval wider than it has to be (``bench/calibration.py``: 99%
+coverage where 95% is promised), and a project whose evaluation noise is persistent needs more.
+
+A finished run answers the question for its project: fit its first half, forecast its end,
+and compare with what it showed there (a *hindcast*).  The miss beyond the exact-model
+interval is the drift rate this run needed.  :func:`learn_drift_rate` turns the hindcasts of
+a project's finished runs into the project's rate: the rank of their needed rates that a new
+run exceeds with probability at most 5% (split conformal), once there are enough of them
+(``MIN_HINDCASTS``) for a rank to vouch for that.
+
+Opt-in, with the noise prior (``noise_prior: "project"``): the same finished runs teach both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from .fit import fit_curve
+from .result import FitOptions
+
+COVERAGE = 0.95  # a prediction interval's promise
+MIN_HINDCASTS = 19  # fewer finished runs cannot vouch for 95% (the default allowance stays)
+
+
+@dataclass(frozen=True)
+class Hindcast:
+    """One finished run's hindcast: the miss (shown minus forecast) at its end, the
+    exact-model sd of the forecast there on the miss's side, and ln(end / half-run)."""
+
+    miss: float
+    sd: float
+    beyond: float
+
+    def as_list(self) -> list[float]:
+        return [round(self.miss, 6), round(self.sd, 6), round(self.beyond, 6)]
+
+
+def hindcast_of(compute: ArrayLike, values: ArrayLike, options: FitOptions) -> Hindcast | None:
+    """Fit a finished run on the first half of its compute (with the run's own ``options``)
+    and compare its forecast with the mean of its last evaluations (the last 5%, at least 3).
+
+    None when the half window gives no curve band (too few points, a flat run).
+    """
+    from . import predict, predict_interval  # noqa: PLC0415 - the package imports this module
+
+    c = np.asarray(compute, dtype=float)
+    y = np.asarray(values, dtype=float)
+    keep = np.isfinite(c) & np.isfinite(y)
+    c, y = c[keep], y[keep]
+    if c.size < 20 or not c[-1] > 0:
+        return None
+    k = max(3, c.size // 20)
+    at = float(c[-k:].mean())
+    half = replace(options, fit_until=float(c[-1]) / 2.0, target_compute=at, intervals=True)
+    res = fit_curve(c, y, half)
+    if res.predicted_interval is None or res.fit_range is None or not res.fit_range[1] > 0:
+        return None
+    lo, hi = (float(v[0]) for v in predict_interval(res, [at], n_evals=k, misspecification=False))
+    centre = float(predict(res, [at])[0])
+    beyond = float(np.log(at / res.fit_range[1]))
+    if not (np.isfinite(lo) and np.isfinite(hi) and np.isfinite(centre)) or beyond <= 0:
+        return None
+    miss = float(y[-k:].mean()) - centre
+    sd = ((hi - centre) if miss > 0 else (centre - lo)) / 1.96
+    return Hindcast(miss=miss, sd=max(sd, 1e-9), beyond=beyond)
+
+
+def needed_rate(h: Hindcast) -> float:
+    """The smallest drift rate whose allowance covers this hindcast's miss: zero when the
+    exact-model 95% interval already holds it."""
+    excess = h.miss**2 - (1.96 * h.sd) ** 2
+    return float(np.sqrt(excess) / (1.96 * h.beyond)) if excess > 0 else 0.0
+
+
+def learn_drift_rate(hindcasts: Iterable[Hindcast | tuple[float, float, float] | None]
+                     ) -> float | None:
+    """The drift rate (sd per unit ln(compute / window end)) a project's finished runs vouch
+    for: the ceil(0.95 (k + 1))-th smallest of the k rates they needed (a split-conformal
+    bound: a new run of the project needs no more with probability >= 95%, whatever the shape
+    of the misses, and real misses are heavy-tailed: most runs need none, a few a lot).  It
+    may be smaller or larger than the default.  None with fewer than ``MIN_HINDCASTS`` runs,
+    where no rank vouches for 95% (the caller keeps the default)."""
+    rows = [h if isinstance(h, Hindcast) else Hindcast(*map(float, h))
+            for h in hindcasts if h is not None]
+    need = sorted(needed_rate(h) for h in rows
+                  if np.isfinite(h.miss) and h.sd > 0 and h.beyond > 0)
+    rank = int(np.ceil(COVERAGE * (len(need) + 1)))
+    if len(need) < MIN_HINDCASTS or rank > len(need):
+        return None
+    return need[rank - 1]
