@@ -130,7 +130,13 @@ class RequestGuard:
                         [(b"www-authenticate", b"Bearer")],
                     )
                     return
-                info = await run_in_threadpool(self.state.token_cache.get, self.state.store, token)
+                # A token the cache holds is checked here, on the event loop; only a miss
+                # looks it up in the thread pool (a thread hop on every API request otherwise).
+                cached, info = self.state.token_cache.peek(token)
+                if not cached:
+                    info = await run_in_threadpool(
+                        self.state.token_cache.get, self.state.store, token
+                    )
                 if info is None:
                     await _send_json(
                         send,
