@@ -32,6 +32,7 @@ ALLOWED: dict[str, set[str]] = {
     "server.background": set(),
     "server.limits": {"trainer_client"},  # the limits client and server share
     "server.ingest": {"server.limits"},
+    "server.fastdecode": {"server.ingest", "server.limits"},  # the ingest decode's fast path
     "server.db": {"server.config", "migrations"},  # migrate.py locates the Alembic scripts
     "server.store": {"server.db", "server.ingest", "server.limits", "server.scopes"},
     "server.services": {"server.store", "server.fitting"},
@@ -57,6 +58,7 @@ ALLOWED: dict[str, set[str]] = {
         "server.scopes",
         "server.limits",
         "server.ingest",
+        "server.fastdecode",
         "server.store",
         "server.services",
         "server.fitting",
