@@ -32,7 +32,8 @@ How ``method="default"`` fits (modules in brackets):
    from the project's finished runs, which share its evaluation set [noise_prior]; the result
    then names it in ``prior``; a refined grid over the posterior mass, then 4,000 draws
    [ar1, posterior].
-   A's interval and the B and C_mid intervals are posterior quantiles; the public
+   A's interval (widened by the ceiling's model error, ``intervals.A_MODEL_SD``) and the B
+   and C_mid intervals are posterior quantiles; the public
    A is the posterior median; the forecast (``predicted_at_target``, :func:`predict`) is the
    posterior median of the curve; the band (:func:`predict_band`) its quantiles.  The
    *prediction* interval (``predicted_interval``, :func:`predict_interval`) adds evaluation

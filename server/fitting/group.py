@@ -25,7 +25,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .fit import a_lower_bound, fit_curve, prepare, withheld_because
-from .intervals import DRIFT_RATE, M_CLIP, at_target, q95, thin_draws
+from .intervals import DRIFT_RATE, M_CLIP, a_interval, at_target, q95, thin_draws
 from .pooled import Seed, sample_pooled
 from .posterior import posterior_axes
 from .result import FitOptions, FitResult
@@ -165,7 +165,7 @@ def _pooled(
                        reason=(f"its ceiling is {med:+.3f} off the recipe's" if clear else ""))
     fit_range = (min(p.fit_range[0] for p in (preps[i] for i in idx)),
                  max(p.fit_range[1] for p in (preps[i] for i in idx)))
-    ci = {"A": q95(d.a), "B": q95(d.b), "C_mid": q95(cm)}
+    ci = {"A": a_interval(d.a, (lo, hi)), "B": q95(d.b), "C_mid": q95(cm)}
     drift = DRIFT_RATE if options.drift_rate is None else max(float(options.drift_rate), 0.0)
     # One seed's evaluation at the target: evaluation noise plus the seed spread of A.
     spread_var = float(np.mean(d.spread**2))

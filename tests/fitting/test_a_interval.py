@@ -1,0 +1,34 @@
+"""A's interval holds the ceiling's model error, which no amount of data removes."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from scalewatch.server.fitting import FitOptions, fit_curve
+from scalewatch.server.fitting.intervals import A_MODEL_SD, a_interval, q95
+from scalewatch.server.fitting.synth import make_prompt_run
+
+
+def test_a_interval_is_the_posterior_one_widened_by_the_model_error_inside_the_range():
+    a = np.random.default_rng(0).normal(0.6, 0.001, 4000)  # a posterior that is very sure
+    lo, hi = q95(a)
+    w_lo, w_hi = a_interval(a, (0.0, 1.0))
+    assert w_lo < lo and w_hi > hi
+    assert abs((w_hi - w_lo) - 2 * np.hypot((hi - lo) / 2, 1.96 * A_MODEL_SD)) < 1e-3
+    assert a_interval(np.full(100, 0.999), (0.0, 1.0))[1] == 1.0  # never past the range
+
+
+def test_a_long_prompt_set_run_claims_a_ceiling_that_holds_the_sets_own():
+    """Binomial evaluations of 2,000 prompts of mixed difficulty: the expected pass rate is a
+    mixture of sigmoids, whose single-sigmoid ceiling is off the set's by a few thousandths;
+    the interval of a well-identified fit still holds the set's true ceiling."""
+    held = 0
+    for seed in range(6):
+        rng = np.random.default_rng(seed)
+        c, y, _, a_true = make_prompt_run(0.61, 1.92, 2542.0, 8 * 2542.0, rng, n_evals=160,
+                                          n_prompts=2000)
+        res = fit_curve(c, y, FitOptions(fit_until=5 * 2542.0))
+        assert res.status == "ok", res.message
+        lo, hi = res.ci["A"]  # type: ignore[index]
+        held += lo <= a_true <= hi
+    assert held >= 5
