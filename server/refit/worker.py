@@ -135,9 +135,12 @@ class Refitter(PollingWorker):
             )
         stored = prior_source(
             fit_record(result, metric=metric, fit_seconds=round(time.perf_counter() - t0, 4)),
-            context)
-        if context.get("status") == "finished" and ok and "internal" in stored:
-            stored["internal"]["hindcast"] = self._hindcast(item, compute, values, options)
+            context, options)
+        if context.get("status") == "finished" and "internal" in stored:
+            # Stored even when null (a failed fit, too few points): the key says "tried", so
+            # the runs that learn from this one do not queue it again and again.
+            stored["internal"]["hindcast"] = (
+                self._hindcast(item, compute, values, options) if ok else None)
         fit_id = self.store.finish_refit(
             item.series_id, self.owner, max(requested, item.requested), stored,
             options.intervals and ok,

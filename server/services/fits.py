@@ -52,15 +52,16 @@ def fit_options_for(context: dict[str, Any], intervals: bool = True) -> FitOptio
     )
 
 
-def prior_source(record: FitRecord, context: dict[str, Any]) -> FitRecord:
-    """Say in the record's ``prior`` where a learned prior came from (how many finished runs)."""
+def prior_source(record: FitRecord, context: dict[str, Any], options: FitOptions) -> FitRecord:
+    """Say in the record's ``prior`` where a learned prior came from (how many finished runs),
+    and the drift rate ``options`` took from their hindcasts (``fit_options_for``)."""
     prior = record.get("prior")
     learned = (context.get("fit_settings") or {}).get("noise_prior") == "project"
     if isinstance(prior, dict) and learned:
         learned_from: dict[str, Any] = {
             **prior, "source": "project",
             "finished_runs": len(context.get("project_noise") or [])}
-        if (rate := drift_rate_for(context)) is not None:
+        if (rate := options.drift_rate) is not None:
             learned_from["drift_rate"] = round(rate, 4)
             learned_from["hindcasts"] = len(context.get("project_hindcasts") or [])
         record["prior"] = learned_from

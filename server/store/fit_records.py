@@ -102,7 +102,7 @@ def fit_summary(result: FitRecord | dict[str, Any] | None) -> dict[str, Any] | N
     if not result:
         return None
     # noise_rho: the posterior (mean, sd) of the noise's AR(1) coefficient, what a project's
-    # noise prior is learned from (``fitting/noise_prior.py``) without parsing full results;
+    # noise prior is learned from (``fitting/noise_prior.py``) without parsing full results.
     internal = result.get("internal") or {}
     summary = {**{k: result.get(k) for k in SUMMARY_KEYS}, "noise_rho": internal.get("rho")}
     # hindcast: on a finished run's fit only (null: it has too few points for one), what a
