@@ -26,7 +26,8 @@ from scalewatch.server.fitting import FitResult, predict
 
 
 def fit_caption(fit: dict[str, Any] | None, unit: str) -> str:
-    """One line under a chart title: the fitted parameters, or why there is no fit."""
+    """The line under a chart title: the fitted parameters, or why there is no fit (and a
+    second line naming the opt-in prior the fit used)."""
     if not fit:
         return "no fit yet"
     if fit.get("status") == "insufficient_data" or fit.get("B") is None:
@@ -48,16 +49,22 @@ def fit_caption(fit: dict[str, Any] | None, unit: str) -> str:
             ", fit since then" if brk.get("regime") == "fitted" else ""))
     elif fit.get("A") is None:
         parts.append("asymptote not identified yet")
-    rho = ((fit.get("prior") or {}).get("rho") or {})
-    if rho.get("mean") is not None:
-        runs = (fit.get("prior") or {}).get("finished_runs")
-        source = f" from {runs} finished run{'s' * (runs != 1)}" if runs else ""
-        parts.append(f"noise prior ρ {rho['mean']:.2f} ± {rho['sd']:.2f}{source}")
-        drift = (fit.get("prior") or {}).get("drift_rate")
-        if drift is not None:  # the project's own misspecification allowance (hindcasts)
-            parts.append(f"drift allowance {drift:.3f} per ln(compute) from the project's "
-                         "hindcasts")
-    return " · ".join(parts)
+    return " · ".join(parts) + prior_caption(fit.get("prior") or {})
+
+
+def prior_caption(prior: dict[str, Any]) -> str:
+    """The opt-in prior a fit used, as a second caption line ("" without one): on the first,
+    beside the parameters and the forecast, it ran past the chart's right edge."""
+    rho = prior.get("rho") or {}
+    if rho.get("mean") is None:
+        return ""
+    runs = prior.get("finished_runs")
+    source = f" from {runs} finished run{'s' * (runs != 1)}" if runs else ""
+    parts = [f"noise prior ρ {rho['mean']:.2f} ± {rho['sd']:.2f}{source}"]
+    if prior.get("drift_rate") is not None:  # the project's own misspecification allowance
+        parts.append(f"drift allowance {prior['drift_rate']:.3f} per ln(compute) from "
+                     f"{prior.get('hindcasts')} hindcasts")
+    return "<br>" + " · ".join(parts)
 
 
 def forecast_headline(
@@ -181,6 +188,7 @@ def run_figure(
         y=1.0,
         xanchor="left",
         yanchor="bottom",
+        align="left",  # a second line (the prior) starts under the first, not centred
         font={"size": 12, "color": "#455a64"},
     )
     fig.update_layout(margin={"t": 90}, legend={"y": 1.09})

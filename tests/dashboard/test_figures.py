@@ -209,5 +209,6 @@ def test_fit_caption_names_a_noise_prior_and_where_it_came_from() -> None:
     assert F.fit_caption(given, "GPU-hours").endswith("noise prior ρ 0.50 ± 0.10")
     hindcast = {**fit, "prior": {**learned["prior"], "drift_rate": 0.012, "hindcasts": 20}}
     assert F.fit_caption(hindcast, "GPU-hours").endswith(
-        "drift allowance 0.012 per ln(compute) from the project's hindcasts")
+        "<br>noise prior ρ 0.80 ± 0.05 from 3 finished runs · "
+        "drift allowance 0.012 per ln(compute) from 20 hindcasts")
     assert "drift" not in F.fit_caption(learned, "GPU-hours")
