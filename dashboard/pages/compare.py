@@ -156,6 +156,11 @@ def _chip(app: Dash, it: dict[str, Any]) -> Any:
     return dcc.Link(label, href=href, className="chip", style={"background": it["color"]})
 
 
+def _rendered(tokens: list, budget: float | str | None, groups: list[str]) -> dict:
+    """What a full render shows: the data's change tokens and the view (budget, groups)."""
+    return {"data": tokens, "budget": budget, "groups": groups}
+
+
 def register_callbacks(app: Dash, ctx: DashContext) -> None:
     @app.callback(
         Output("cmp-graph", "figure"),
@@ -176,19 +181,22 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
     )
     def render(
         budget: float | None, _tick: int | None, groups: list[str] | None, ids: list[int],
-        project: str | None, metric: str | None, token: list | None,
+        project: str | None, metric: str | None, token: dict | None,
     ) -> tuple:  # fmt: skip
         store = ctx.store
         groups = list(groups or [])
         project = group_compare.resolve_project(store, project, ids) if groups else project
         if dash_ctx.triggered_id == "cmp-tick":
             # Cheap check before any point is read: newest step and fit time of each run, each
-            # group's fit and members.
+            # group's fit and members; and the view asked for. The renderer drops the answer
+            # of a render overtaken by a newer call of this callback (a tick while a slow
+            # budget change renders): the page then still shows the old view, and only a
+            # token that remembers which view it was rendered for lets the tick redo it.
             try:
                 now = group_compare.change_tokens(store, ids, project, groups, metric)
             except NotFound:
                 raise PreventUpdate from None  # the last render said what is missing
-            if now == token:
+            if _rendered(now, budget, groups) == token:
                 raise PreventUpdate
         if not ids and not groups:
             msg = empty_state("Nothing to compare: add groups above, or pick runs.")
@@ -225,7 +233,8 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
             tokens = []
         params = group_compare.group_param_rows(detail, data.params_rows(detail))
         chips = [_chip(app, it) for it in detail["items"]]
-        return (fig, _verdict(detail), params, note, chips, unit, budget_shown, tokens)
+        return (fig, _verdict(detail), params, note, chips, unit, budget_shown,
+                _rendered(tokens, budget, groups))
 
     @app.callback(
         Output("cmp-groups", "options"),
