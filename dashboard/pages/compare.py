@@ -157,8 +157,12 @@ def _chip(app: Dash, it: dict[str, Any]) -> Any:
 
 
 def _rendered(tokens: list, budget: float | str | None, groups: list[str]) -> dict:
-    """What a full render shows: the data's change tokens and the view (budget, groups)."""
-    return {"data": tokens, "budget": budget, "groups": groups}
+    """What a full render shows: the data's change tokens and the view (budget, groups).
+
+    The budget as a number: the box holds the typed text ("3000") until a render writes the
+    number back (3000), and the two must not read as a new view (a full render every tick)."""
+    return {"data": tokens, "budget": _float(str(budget)) if budget else None,
+            "groups": groups}
 
 
 def register_callbacks(app: Dash, ctx: DashContext) -> None:
