@@ -23,10 +23,13 @@ the run's end; forecast-interval coverage (``predicted_interval`` vs the run's f
 evaluation) and median width; confidently wrong (``ok`` and the true A more than 0.05 outside
 A's interval).  Beside it, a plain least-squares fit (``curve_fit``) and the paper's method.
 
-``--noise-prior`` adds the default method with the opt-in noise prior (``+rho prior``): a noise
-family stands for a project (one evaluation set), and each run's prior on rho is learned from
-the *other* runs of its family, fitted to their end (leave-one-out), as the server learns it
-from a project's finished runs.
+``--noise-prior`` adds the default method with the opt-in project priors: a noise family stands
+for a project (one evaluation set, the ten Table-1 recipes), and each run's priors are learned
+from the *other* runs of its family, fitted to their end (leave-one-out), as the server learns
+them from a project's finished runs.  ``+rho prior``: the noise prior and the drift allowance
+from hindcasts; ``+B prior``: those and the prior on B (``fitting/b_prior.py``).
+``--b-prior-from recipes`` learns each run's B prior from the *other recipes* only (its own
+recipe's runs left out): a project trying a recipe unlike any it has finished.
 
 Real curves (``/work/shared/data/real_curves``, read in place, never copied) are fitted on
 the first half of their compute and forecast their end, as in ``bench/fit_accuracy.py``.
@@ -45,6 +48,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scalewatch.server.fitting import FitOptions, fit_curve, predict_interval  # noqa: E402
+from scalewatch.server.fitting.b_prior import learn_b_prior, log_b_estimate  # noqa: E402
 from scalewatch.server.fitting.fit import ID_MAX_WIDTH, prepare  # noqa: E402
 from scalewatch.server.fitting.hindcast import hindcast_of, learn_drift_rate  # noqa: E402
 from scalewatch.server.fitting.noise_prior import learn_rho_prior  # noqa: E402
@@ -90,14 +94,25 @@ def make(fam: dict, shape: tuple, rng: np.random.Generator) -> dict:
 
 
 PRIOR = "+rho prior"  # the default method with the noise prior learned leave-one-out
-DEFAULTS = ("default", "", PRIOR)  # rows judged on their intervals (the others: point error)
+BPRIOR = "+B prior"  # and with the prior on B too
+PRIORS = (PRIOR, BPRIOR)
+DEFAULTS = ("default", "", *PRIORS)  # rows judged on their intervals (the others: point error)
+Pair = tuple[float, float]
+Prior = tuple[Pair | None, float | None, Pair | None]  # (noise prior, drift rate, B prior)
+NO_PRIOR: Prior = (None, None, None)
 
 
-def fit_one(run: dict, window: float, method: str,
-            prior: tuple[tuple[float, float] | None, float | None] = (None, None)) -> dict:
-    opts = FitOptions(r0=run["r0"], warmup=run["warmup"], fit_until=window * run["cm"],
-                      target_compute=run["end"], method="default" if method == PRIOR else method,
-                      noise_prior=prior[0], drift_rate=prior[1])
+def options_for(method: str, prior: Prior, **kw: object) -> FitOptions:
+    """The fit options of ``method`` (a baseline, the default, or it with project priors)."""
+    if method not in PRIORS:
+        return FitOptions(method=method, **kw)  # type: ignore[arg-type]
+    return FitOptions(noise_prior=prior[0], drift_rate=prior[1],
+                      b_prior=prior[2] if method == BPRIOR else None, **kw)  # type: ignore[arg-type]
+
+
+def fit_one(run: dict, window: float, method: str, prior: Prior = NO_PRIOR) -> dict:
+    opts = options_for(method, prior, r0=run["r0"], warmup=run["warmup"],
+                       fit_until=window * run["cm"], target_compute=run["end"])
     t0 = time.perf_counter()
     if method == "paper":
         res = fit_baseline(prepare(run["c"], run["y"], opts), opts, exact=False)
@@ -170,13 +185,14 @@ def synthetic(args: argparse.Namespace) -> None:
     for fname, fam in fams.items():
         runs = [(si, rep, dict(make(fam, shape, rng), project=fname))
                 for si, shape in enumerate(TABLE1) for rep in range(args.reps)]
-        priors = learned_priors([run for _, _, run in runs]) if args.noise_prior else []
+        priors = (learned_priors([dict(run, recipe=si) for si, _, run in runs],
+                                 args.b_prior_from) if args.noise_prior else [])
         for i, (si, rep, run) in enumerate(runs):
             for w in WINDOWS:
                 r = dict(run, cell=(fname, si, w))
                 results[(fname, "default", w)].append((r, fit_one(run, w, "default")))
-                if priors:
-                    results[(fname, PRIOR, w)].append((r, fit_one(run, w, PRIOR, priors[i])))
+                for method in PRIORS if priors else ():
+                    results[(fname, method, w)].append((r, fit_one(run, w, method, priors[i])))
                 if args.baselines:
                     results[(fname, "curve_fit", w)].append(
                         (r, fit_one(run, w, "curve_fit")))
@@ -192,12 +208,12 @@ def synthetic(args: argparse.Namespace) -> None:
     for w in WINDOWS:
         pooled_default = [x for f in fams for x in results[(f, "default", w)]]
         oracle = oracle_rate(pooled_default)
-        for method in ("default", PRIOR, "curve_fit", "paper"):
+        for method in ("default", *PRIORS, "curve_fit", "paper"):
             rows = [x for f in fams for x in results[(f, method, w)]]
             if rows:
                 print(row(f"{w:g}x", method, rows, oracle if method in DEFAULTS else ""))
     pooled = [w for w in WINDOWS if w >= 2.0]
-    for method in ("default", PRIOR, "curve_fit", "paper"):
+    for method in ("default", *PRIORS, "curve_fit", "paper"):
         rows = [x for f in fams for w in pooled for x in results[(f, method, w)]]
         if rows:
             print(row(">=2x", method, rows, ""))
@@ -208,28 +224,33 @@ def synthetic(args: argparse.Namespace) -> None:
         for w in WINDOWS:
             rows = results[(f, "default", w)]
             print(row(f"{w:g}x", "", rows, oracle_rate(rows)))  # "": the default method
-            if results[(f, PRIOR, w)]:
-                print(row(f"{w:g}x", PRIOR, results[(f, PRIOR, w)], oracle_rate(rows)))
+            for method in PRIORS:
+                if results[(f, method, w)]:
+                    print(row(f"{w:g}x", method, results[(f, method, w)], oracle_rate(rows)))
 
 
-Prior = tuple[tuple[float, float] | None, float | None]  # (noise prior on rho, drift rate)
-
-
-def learned_priors(runs: list[dict]) -> list[Prior]:
+def learned_priors(runs: list[dict], b_from: str = "runs") -> list[Prior]:
     """Per run, what the server learns from a project's finished runs, learned here from the
-    *other* runs (leave-one-out) of its project: their noise posteriors (fitted to their end)
-    and their hindcasts (fitted on their first half, forecasting their end)."""
+    *other* runs (leave-one-out) of its project: their noise posteriors and B (fitted to their
+    end; B from ``ok`` fits, as the server does) and their hindcasts (fitted on their first
+    half, forecasting their end).  ``b_from="recipes"``: the B prior from other recipes only."""
     def others(i: int) -> list[int]:
         return [j for j, o in enumerate(runs) if j != i and o["project"] == runs[i]["project"]]
 
-    full = [fit_curve(r["c"], r["y"], FitOptions(r0=r["r0"], warmup=r["warmup"])).rho
-            for r in runs]
+    def other_recipes(i: int) -> list[int]:
+        return [j for j in others(i) if runs[j].get("recipe", j) != runs[i].get("recipe", i)]
+
+    fits = [fit_curve(r["c"], r["y"], FitOptions(r0=r["r0"], warmup=r["warmup"])) for r in runs]
+    full = [f.rho for f in fits]
+    b_est = [log_b_estimate((f.ci or {}).get("B")) if f.status == "ok" else None for f in fits]
+    b_src = other_recipes if b_from == "recipes" else others
     rho = [learn_rho_prior([full[j] for j in others(i)]) for i in range(len(runs))]
     # As the server does: a finished run's hindcast is fitted with its own (learned) prior.
     hind = [hindcast_of(r["c"], r["y"], FitOptions(r0=r["r0"], warmup=r["warmup"],
                                                    noise_prior=rho[i]))
             for i, r in enumerate(runs)]
-    return [(rho[i], learn_drift_rate([hind[j] for j in others(i)])) for i in range(len(runs))]
+    return [(rho[i], learn_drift_rate([hind[j] for j in others(i)]),
+             learn_b_prior([b_est[j] for j in b_src(i)])) for i in range(len(runs))]
 
 
 def real(args: argparse.Namespace) -> None:
@@ -242,19 +263,18 @@ def real(args: argparse.Namespace) -> None:
     print(f"\n== real curves: {len(runs)} runs, fit on the first half, forecast the end "
           "(reference: mean of the last k evaluations) ==")
     print("  method      n   ok      f-med   f-p90   f-cov(ok)  f-cov(all)  f-width")
-    priors: list[Prior] = [(None, None)] * len(runs)
+    priors: list[Prior] = [NO_PRIOR] * len(runs)
     if args.noise_prior:  # a source's runs of one metric share their evaluation set: a project
         priors = learned_priors([dict(r, r0=None) for r in runs])
         print(f"  ({sum(p[0] is not None for p in priors)} of {len(runs)} runs have another run "
               f"of their source and metric to learn the noise prior from, "
-              f"{sum(p[1] is not None for p in priors)} enough to learn the drift rate)")
-    for method in ("default", "curve_fit") + ((PRIOR,) if args.noise_prior else ()):
+              f"{sum(p[1] is not None for p in priors)} enough to learn the drift rate, "
+              f"{sum(p[2] is not None for p in priors)} the B prior)")
+    for method in ("default", "curve_fit") + (PRIORS if args.noise_prior else ()):
         errs, cov_all, cov_ok, width, n_ok = [], [], [], [], 0
         for i, run in enumerate(runs):
-            opts = FitOptions(fit_until=run["fit_until"], target_compute=run["target"],
-                              method="default" if method == PRIOR else method,
-                              noise_prior=priors[i][0] if method == PRIOR else None,
-                              drift_rate=priors[i][1] if method == PRIOR else None)
+            opts = options_for(method, priors[i], fit_until=run["fit_until"],
+                               target_compute=run["target"])
             res = fit_curve(run["c"], run["y"], opts)
             n_ok += res.status == "ok"
             if res.predicted_at_target is not None:
@@ -317,7 +337,10 @@ def main(argv: list[str]) -> int:
                     help="fit with the default method only (faster)")
     ap.add_argument("--families", nargs="*", default=None)
     ap.add_argument("--noise-prior", action="store_true",
-                    help="also fit with the noise prior learned leave-one-out per family")
+                    help="also fit with the project priors learned leave-one-out per family")
+    ap.add_argument("--b-prior-from", choices=("runs", "recipes"), default="runs",
+                    help="learn a run's B prior from its project's other runs (default) or "
+                         "from its other recipes only")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     if not args.no_synthetic:

@@ -53,18 +53,27 @@ def fit_caption(fit: dict[str, Any] | None, unit: str) -> str:
 
 
 def prior_caption(prior: dict[str, Any]) -> str:
-    """The opt-in prior a fit used, as a second caption line ("" without one): on the first,
-    beside the parameters and the forecast, it ran past the chart's right edge."""
+    """The opt-in priors a fit used, as extra caption lines ("" without one): on the first,
+    beside the parameters and the forecast, they ran past the chart's right edge.  The noise
+    prior (with the drift allowance) and the B prior each get a line."""
+    lines = []
     rho = prior.get("rho") or {}
-    if rho.get("mean") is None:
-        return ""
-    runs = prior.get("finished_runs")
-    source = f" from {runs} finished run{'s' * (runs != 1)}" if runs else ""
-    parts = [f"noise prior ρ {rho['mean']:.2f} ± {rho['sd']:.2f}{source}"]
-    if prior.get("drift_rate") is not None:  # the project's own misspecification allowance
-        parts.append(f"drift allowance {prior['drift_rate']:.3f} per ln(compute) from "
-                     f"{prior.get('hindcasts')} hindcasts")
-    return "<br>" + " · ".join(parts)
+    if rho.get("mean") is not None:
+        parts = [f"noise prior ρ {rho['mean']:.2f} ± {rho['sd']:.2f}"
+                 + _learned_from(prior.get("finished_runs"))]
+        if prior.get("drift_rate") is not None:  # the project's own misspecification allowance
+            parts.append(f"drift allowance {prior['drift_rate']:.3f} per ln(compute) from "
+                         f"{prior.get('hindcasts')} hindcasts")
+        lines.append(" · ".join(parts))
+    b = prior.get("B") or {}
+    if b.get("median") is not None:  # a t prior on ln B: its median and its ±1-scale factor
+        lines.append(f"B prior {b['median']:.2f} ×/÷ {math.exp(b['log_sd']):.2f}"
+                     + _learned_from(b.get("finished_runs")))
+    return "".join("<br>" + line for line in lines)
+
+
+def _learned_from(runs: int | None) -> str:
+    return f" from {runs} finished run{'s' * (runs != 1)}" if runs else ""
 
 
 def forecast_headline(
@@ -191,7 +200,10 @@ def run_figure(
         align="left",  # a second line (the prior) starts under the first, not centred
         font={"size": 12, "color": "#455a64"},
     )
-    fig.update_layout(margin={"t": 90}, legend={"y": 1.09})
+    # Two caption lines fit the default top margin; each further one (a second prior) adds room
+    # above the plot, and the legend moves up with it so the two never overlap.
+    extra = max(caption.count("<br>") - 1, 0)
+    fig.update_layout(margin={"t": 90 + 16 * extra}, legend={"y": 1.09 + 0.05 * extra})
     lo = float(c.min())
     brk = (fit or {}).get("break")
     if brk and brk.get("compute") and float(brk["compute"]) > 0:

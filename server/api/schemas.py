@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, field_validator,
 from scalewatch.server import limits
 from scalewatch.server.alerts.kinds import AlertKind
 from scalewatch.server.alerts.rules import KIND_HELP
+from scalewatch.server.fitting.b_prior import check_b_prior
 from scalewatch.server.fitting.noise_prior import check_rho_prior
 
 Name = Field(min_length=1, max_length=limits.MAX_NAME_LENGTH)
@@ -108,6 +109,18 @@ def _check_noise_prior(v: Any) -> Any:
     return v
 
 
+def _check_b_prior(v: Any) -> Any:
+    """A t prior on ln B: [centre of ln B, scale in (0, 5]]."""
+    if isinstance(v, (list, tuple)):
+        check_b_prior(*v)
+    return v
+
+
+B_PRIOR_HELP = (
+    "opt-in prior on the efficiency exponent B (a Student-t on ln B; A never gets a prior): "
+    "\"project\" learns it from the project's finished runs of the same metric whose B is "
+    "identified (at least 3), [centre, scale] of ln B gives it; null: none")
+
 NOISE_PRIOR_HELP = (
     "opt-in prior on how persistent the evaluation noise is (its AR(1) coefficient rho): "
     "\"project\" learns it from the project's finished runs of the same metric (they share "
@@ -126,6 +139,8 @@ class FitSettings(BaseModel):
     )
     noise_prior: Literal["project"] | tuple[FiniteFloat, FiniteFloat] | None = Field(
         None, description=NOISE_PRIOR_HELP)
+    b_prior: Literal["project"] | tuple[FiniteFloat, FiniteFloat] | None = Field(
+        None, description=B_PRIOR_HELP)
 
     @field_validator("value_range")
     @classmethod
@@ -138,6 +153,11 @@ class FitSettings(BaseModel):
     @classmethod
     def _noise_prior(cls, v: Any) -> Any:
         return _check_noise_prior(v)
+
+    @field_validator("b_prior")
+    @classmethod
+    def _b_prior(cls, v: Any) -> Any:
+        return _check_b_prior(v)
 
 
 class RunCreate(BaseModel):
@@ -185,6 +205,8 @@ class RunPatch(BaseModel):
 
     noise_prior: Literal["project"] | tuple[FiniteFloat, FiniteFloat] | None = Field(
         None, description=NOISE_PRIOR_HELP + "; the default of the project's runs")
+    b_prior: Literal["project"] | tuple[FiniteFloat, FiniteFloat] | None = Field(
+        None, description=B_PRIOR_HELP + "; the default of the project's runs")
 
     @field_validator("fit_metric")
     @classmethod
@@ -195,6 +217,11 @@ class RunPatch(BaseModel):
     @classmethod
     def _noise_prior(cls, v: Any) -> Any:
         return _check_noise_prior(v)
+
+    @field_validator("b_prior")
+    @classmethod
+    def _b_prior(cls, v: Any) -> Any:
+        return _check_b_prior(v)
 
     _group = field_validator("group")(classmethod(lambda cls, v: _check_group(v)))
 
@@ -349,11 +376,18 @@ class FitRequest(BaseModel):
     method: Literal["default", "paper"] = "default"
     noise_prior: tuple[FiniteFloat, FiniteFloat] | None = Field(
         None, description="[mean, sd] of a prior on the evaluation noise's AR(1) coefficient")
+    b_prior: tuple[FiniteFloat, FiniteFloat] | None = Field(
+        None, description="[centre, scale] of a Student-t prior on ln B (4 degrees of freedom)")
 
     @field_validator("noise_prior")
     @classmethod
     def _noise_prior(cls, v: Any) -> Any:
         return _check_noise_prior(v)
+
+    @field_validator("b_prior")
+    @classmethod
+    def _b_prior(cls, v: Any) -> Any:
+        return _check_b_prior(v)
 
     @model_validator(mode="after")
     def _check(self) -> FitRequest:
@@ -394,7 +428,7 @@ class FitOut(BaseModel):
     rmse: float | None = None
     method: str | None = None
     prior: dict[str, Any] | None = Field(
-        None, description="the opt-in prior the fit used (noise_prior), or null")
+        None, description="the opt-in priors the fit used (noise_prior, b_prior), or null")
     message: str | None = None
     metric: str | None = None
     fit_id: int | None = None
@@ -642,6 +676,9 @@ class ProjectOut(BaseModel):
     noise_prior: Literal["project"] | tuple[float, float] | None = Field(
         None, description="The default noise prior of the project's runs (a run's own "
                           "fit_settings.noise_prior wins)")
+    b_prior: Literal["project"] | tuple[float, float] | None = Field(
+        None, description="The default B prior of the project's runs (a run's own "
+                          "fit_settings.b_prior wins)")
 
 
 class ProjectPatch(BaseModel):
@@ -653,6 +690,8 @@ class ProjectPatch(BaseModel):
 
     noise_prior: Literal["project"] | tuple[FiniteFloat, FiniteFloat] | None = Field(
         None, description=NOISE_PRIOR_HELP + "; the default of the project's runs")
+    b_prior: Literal["project"] | tuple[FiniteFloat, FiniteFloat] | None = Field(
+        None, description=B_PRIOR_HELP + "; the default of the project's runs")
 
     @field_validator("fit_metric")
     @classmethod
@@ -663,3 +702,8 @@ class ProjectPatch(BaseModel):
     @classmethod
     def _noise_prior(cls, v: Any) -> Any:
         return _check_noise_prior(v)
+
+    @field_validator("b_prior")
+    @classmethod
+    def _b_prior(cls, v: Any) -> Any:
+        return _check_b_prior(v)

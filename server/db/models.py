@@ -46,6 +46,8 @@ class Project(Base):
     fit_metric: Mapped[str | None] = mapped_column(String(200), nullable=True)
     # The default noise prior of its runs' fits (migration 0011): "project" or [mean, sd].
     noise_prior: Mapped[Any] = mapped_column(JSON, nullable=True)
+    # The default prior on B of its runs' fits (migration 0012): "project" or [centre, scale].
+    b_prior: Mapped[Any] = mapped_column(JSON, nullable=True)
 
 
 class Run(Base):

@@ -29,9 +29,12 @@ How ``method="default"`` fits (modules in brackets):
    evaluation order with its rho and sigma integrated out (Prais-Winsten whitening keeps A and
    R0 linear, so each cell is closed form), Jeffreys' prior over (ln C_mid, B in [0.5, 8]), a
    flat prior on rho -- or, opt-in (``FitOptions.noise_prior``), a normal prior on rho learned
-   from the project's finished runs, which share its evaluation set [noise_prior]; the result
-   then names it in ``prior``; a refined grid over the posterior mass, then 4,000 draws
-   [ar1, posterior].
+   from the project's finished runs, which share its evaluation set [noise_prior]; also opt-in
+   (``FitOptions.b_prior``), a Student-t prior on ln B learned from the B of the project's
+   finished, identified runs, which shortens the (A, B, C_mid) banana of a young run of a
+   similar recipe while its heavy tails let a recipe that differs keep its own [b_prior]; A
+   never gets a prior.  The result names what it used in ``prior``; a refined grid over the
+   posterior mass, then 4,000 draws [ar1, posterior].
    A's interval (widened by the ceiling's model error, ``intervals.A_MODEL_SD``) and the B
    and C_mid intervals are posterior quantiles; the public
    A is the posterior median; the forecast (``predicted_at_target``, :func:`predict`) is the

@@ -15,7 +15,8 @@ R0; so every cell of a (rho, m, B) grid is one closed-form least-squares problem
     sqrt(1 - rho^2) * det(G)^(-1/2) * SSR_u^(-(n - p) / 2) * P(lo <= A <= hi)
 
 (G the normal matrix of the whitened linear columns, p their number), times Jeffreys' prior
-over (m, B) given rho and a flat prior on rho in [0, RHO_MAX].  Draws: (rho, cell), then
+over (m, B) given rho (opt-in, times a t prior on ln B learned from the project's finished
+runs, ``b_prior.py``) and a flat prior on rho in [0, RHO_MAX].  Draws: (rho, cell), then
 sigma^2 from its scaled inverse chi-square, then A (truncated normal) and R0 given A.
 
 Long windows are averaged over consecutive evaluations into at most MAX_BLOCKS blocks (block
@@ -28,6 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import posterior as P
+from .b_prior import log_density as log_b_density
 from .model import FloatArray, frac
 
 RHO_GRID = np.array([0.0, 0.2, 0.4, 0.55, 0.67, 0.76, 0.83, 0.88, 0.92, 0.95, 0.97])
@@ -86,11 +88,13 @@ class RhoGrid:
 
     def __init__(self, x: FloatArray, y: FloatArray, r0: float | None,
                  value_range: tuple[float, float], m_axis: FloatArray, b_axis: FloatArray,
-                 jeffreys: bool = True, log_prior: FloatArray = LOG_RHO_PRIOR):
+                 jeffreys: bool = True, log_prior: FloatArray = LOG_RHO_PRIOR,
+                 b_prior: tuple[float, float] | None = None):
         lo, hi = value_range
         self.log_prior = log_prior
         mg, bg = np.meshgrid(m_axis, b_axis, indexing="ij")
         self.m, self.b = mg.ravel(), bg.ravel()
+        self.log_b_prior = log_b_density(self.b, b_prior)
         s = frac(x[None, :], self.m[:, None], self.b[:, None])  # (cells, n)
         ds = s * (1.0 - s)
         rho = RHO_GRID
@@ -165,7 +169,7 @@ class RhoGrid:
 
     def log_weights(self, lo: float, hi: float) -> FloatArray:
         sd = np.sqrt(self.ssr_u / self.dof / self.k_a)
-        return (self.log_evidence() + self.log_jeff
+        return (self.log_evidence() + self.log_jeff + self.log_b_prior[None, :]
                 + P.log_interval_mass(self.a_u, sd, lo, hi))
 
 
@@ -179,19 +183,22 @@ def sample(
     n: int = P.N_POSTERIOR,
     seed: int = 0,
     rho_prior: tuple[float, float] | None = None,
+    b_prior: tuple[float, float] | None = None,
 ) -> tuple[P.Posterior, FloatArray]:
     """Posterior draws (A, m, B, R0) and the matching rho draws (see the module docstring).
-    ``rho_prior``: (mean, sd) of a normal prior on rho, else flat."""
+    ``rho_prior``: (mean, sd) of a normal prior on rho, else flat; ``b_prior``: a t prior on
+    ln B (``b_prior.py``) on top of Jeffreys', else none."""
     lo, hi = value_range
     log_prior = log_rho_prior(rho_prior)
     xb, yb = blocks(x, y)
     # The first pass only finds where the mass is: every other grid line is enough.
     cm_axis, cb_axis = m_axis[::2], b_axis[::2]
-    coarse = RhoGrid(xb, yb, r0, value_range, cm_axis, cb_axis, log_prior=log_prior)
+    coarse = RhoGrid(xb, yb, r0, value_range, cm_axis, cb_axis, log_prior=log_prior,
+                      b_prior=b_prior)
     w = P.normalise(coarse.log_weights(lo, hi))
     cell_w = w.sum(axis=0)
     fm, fb = P.refined_axes(coarse.m, coarse.b, cell_w, cm_axis, cb_axis)
-    fine = RhoGrid(xb, yb, r0, value_range, fm, fb, log_prior=log_prior)
+    fine = RhoGrid(xb, yb, r0, value_range, fm, fb, log_prior=log_prior, b_prior=b_prior)
     w = P.normalise(fine.log_weights(lo, hi)).ravel()
     rng = np.random.default_rng(seed)
     pick = rng.choice(w.size, size=n, p=w)

@@ -20,6 +20,7 @@ from typing import NoReturn
 import numpy as np
 
 from . import predict, predict_band
+from .b_prior import check_b_prior
 from .fit import fit_curve
 from .noise_prior import check_rho_prior
 from .result import FitOptions, FitResult
@@ -49,6 +50,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--noise-prior", nargs=2, type=float, metavar=("MEAN", "SD"),
                    help="prior on the evaluation noise's AR(1) coefficient rho, e.g. the "
                         "noise_rho of a finished run on the same evaluation set")
+    p.add_argument("--b-prior", nargs=2, type=float, metavar=("CENTRE", "SCALE"),
+                   help="Student-t prior on ln B (4 degrees of freedom), e.g. the mean and "
+                        "spread of ln B over a project's finished runs")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--plot", metavar="OUT.png", help="write a plot of the fit")
     return p
@@ -97,6 +101,7 @@ def _iv(p: tuple[float, float] | None, spec: str = ".4g") -> str:
 
 def table(res: FitResult) -> str:
     ci = res.ci or {}
+    rho_prior = (res.prior or {}).get("rho")
     rows = [
         ("status", res.status + (f"  ({res.message})" if res.message else "")),
         ("method", res.method),
@@ -114,9 +119,12 @@ def table(res: FitResult) -> str:
          + _iv(res.predicted_interval, ".4f")),
         ("rmse", _fmt(res.rmse, ".4g")),
         ("noise rho", "-" if res.rho is None else f"{res.rho[0]:.3f} (sd {res.rho[1]:.3f})"
-         + ("" if not res.prior else f"  (prior {res.prior['rho']['mean']:.3f}, "
-                                     f"sd {res.prior['rho']['sd']:.3f})")),
+         + ("" if rho_prior is None else
+            f"  (prior {rho_prior['mean']:.3f}, sd {rho_prior['sd']:.3f})")),
     ]
+    if (b_prior := (res.prior or {}).get("B")) is not None:
+        rows.append(("B prior", f"median {b_prior['median']:.3f}, ln-scale "
+                                f"{b_prior['log_sd']:.3f} (t, {b_prior['dof']:g} dof)"))
     w = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{w}}  {v}" for k, v in rows)
 
@@ -174,9 +182,15 @@ def main(argv: list[str]) -> int:
                 check_rho_prior(*prior)
             except ValueError as e:
                 raise InputError(f"--noise-prior MEAN SD: {e}") from None
+        b_prior = tuple(args.b_prior) if args.b_prior else None
+        if b_prior is not None:
+            try:
+                check_b_prior(*b_prior)
+            except ValueError as e:
+                raise InputError(f"--b-prior CENTRE SCALE: {e}") from None
         opts = FitOptions(r0=args.r0, warmup=args.warmup, fit_until=args.fit_until,
                           target_compute=args.target, value_range=(lo, hi), method=args.method,
-                          noise_prior=prior)
+                          noise_prior=prior, b_prior=b_prior)
         res = fit_curve(c, y, opts)
         if args.plot:
             plot(res, c, y, opts, args.plot)

@@ -392,8 +392,8 @@ def finish(prep: Prepared, options: FitOptions, pf: PointFit) -> FitResult:
         m_axis, b_axis = posterior_axes(float(prep.x[0]))
         post = posterior_summary(prep.x, prep.y, prep.r0, prep.c0, (lo, hi), unc, m_axis,
                                  b_axis, prep.target, drift_rate=drift,
-                                 rho_prior=options.noise_prior)
-        common.update(rho=post.rho, prior=prior_record(options.noise_prior))
+                                 rho_prior=options.noise_prior, b_prior=options.b_prior)
+        common.update(rho=post.rho, prior=prior_record(options.noise_prior, options.b_prior))
         a_point, ci_a = post.a_median, post.ci_a
         ci = {"A": post.ci_a, "B": post.ci_b, "C_mid": post.ci_cmid}
         if post.forecast is not None:

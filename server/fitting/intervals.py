@@ -283,10 +283,11 @@ def posterior_summary(
     seed: int = 0,
     drift_rate: float = DRIFT_RATE,
     rho_prior: tuple[float, float] | None = None,
+    b_prior: tuple[float, float] | None = None,
 ) -> PosteriorSummary:
     """Intervals and the point forecast from the grid posterior (``ar1.py``)."""
     post, rho = ar1.sample(x, y, r0, value_range, m_axis, b_axis, seed=seed,
-                           rho_prior=rho_prior)
+                           rho_prior=rho_prior, b_prior=b_prior)
     a, m, b, r0d = post.draws.T
     cm = c0 * np.exp(np.clip(m, -M_CLIP, M_CLIP))
     stored = thin_draws(np.column_stack([a, b, cm, r0d]))

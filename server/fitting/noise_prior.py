@@ -1,9 +1,10 @@
 """A prior on the evaluation noise's persistence, learned from a project's finished runs.
 
-Why the noise and not the curve: the runs of one project are evaluated on the same prompt set
-at the same cadence, so they share how persistent the evaluation errors are (the AR(1)
-coefficient rho), while their curves (A, B, C_mid) are what the project compares and must not
-be pulled towards each other.  A window of a few dozen evaluations cannot tell rho = 0.5 from
+Why the noise first: the runs of one project are evaluated on the same prompt set at the same
+cadence, so they share how persistent the evaluation errors are (the AR(1) coefficient rho),
+while their curves are what the project compares.  Their ceilings A must never be pulled
+towards each other; a prior on their shape B is a separate, heavy-tailed opt-in
+(``b_prior.py``).  A window of a few dozen evaluations cannot tell rho = 0.5 from
 0.8, nor 0.8 from 0.95 (four times the variance), so the flat prior of ``ar1.py`` makes a run
 with mild noise wait for wide intervals to shrink and lets a run with persistent noise claim A
 too early with intervals that miss.  A finished run of a few hundred evaluations pins rho down;
@@ -20,6 +21,8 @@ from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
+
+from .b_prior import b_prior_record
 
 RHO_SD_FLOOR = 0.05  # a learned prior never claims rho to better than this
 MIN_RUNS = 1
@@ -59,8 +62,13 @@ def learn_rho_prior(posteriors: Iterable[tuple[float, float] | None]
     return float(np.clip(means.mean(), 0.0, RHO_MAX)), max(sd, RHO_SD_FLOOR)
 
 
-def prior_record(prior: tuple[float, float] | None) -> dict[str, Any] | None:
-    """The public ``prior`` block of a fit that used ``prior`` (None when it used none)."""
-    if prior is None:
-        return None
-    return {"rho": {"mean": round(float(prior[0]), 4), "sd": round(float(prior[1]), 4)}}
+def prior_record(prior: tuple[float, float] | None,
+                 b_prior: tuple[float, float] | None = None) -> dict[str, Any] | None:
+    """The public ``prior`` block of a fit that used the noise prior ``prior`` and/or the B
+    prior ``b_prior`` (``b_prior.py``); None when it used neither."""
+    out: dict[str, Any] = {}
+    if prior is not None:
+        out["rho"] = {"mean": round(float(prior[0]), 4), "sd": round(float(prior[1]), 4)}
+    if b_prior is not None:
+        out["B"] = b_prior_record(b_prior)
+    return out or None

@@ -38,6 +38,9 @@ class FitOptions:
     # truncated to [0, 0.98]; None = flat.  Learned from a project's finished runs, which share
     # its evaluation set and so its noise (``noise_prior.py``); opt-in.
     noise_prior: tuple[float, float] | None = None
+    # Prior on the efficiency exponent B, (centre, scale) of a Student-t on ln B; None = none
+    # (Jeffreys' prior alone).  Learned from a project's finished runs (``b_prior.py``); opt-in.
+    b_prior: tuple[float, float] | None = None
 
 
 Pair = tuple[float, float]
@@ -117,7 +120,8 @@ class FitResult:
     #  "regime"}; "regime" is "fitted" when the result describes the points since the break.
     break_: dict[str, Any] | None = None
     # The prior the fit used beyond the defaults, or None: {"rho": {"mean", "sd"}} (a noise
-    # prior learned from finished runs, ``FitOptions.noise_prior``).
+    # prior, ``FitOptions.noise_prior``) and/or {"B": {"median", "log_sd", "dof"}} (a prior
+    # on B, ``FitOptions.b_prior``), each learned from a project's finished runs.
     prior: dict[str, Any] | None = None
     # ---- internal ----
     message: str = ""

@@ -71,9 +71,10 @@ def reusable_run_fit(member: dict[str, Any], options: FitOptions) -> FitResult |
         fit = FitResult.from_dict(stored)
     except (KeyError, TypeError, ValueError):
         return None
-    # A run fit made with a noise prior is not what the group's fit of this seed uses (the
-    # group gives its seeds no prior), and vice versa: refit rather than mix the two.
-    if ((fit.prior or {}).get("rho")) != ((prior_record(options.noise_prior) or {}).get("rho")):
+    # A run fit made with a noise or B prior is not what the group's fit of this seed uses
+    # (the group gives its seeds no prior), and vice versa: refit rather than mix the two.
+    used, wanted = fit.prior or {}, prior_record(options.noise_prior, options.b_prior) or {}
+    if (used.get("rho"), used.get("B")) != (wanted.get("rho"), wanted.get("B")):
         return None
     prep = prepare(np.asarray(member["compute"], dtype=float),
                    np.asarray(member["values"], dtype=float),

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 from scalewatch.server.fitting import FitOptions, FitResult
+from scalewatch.server.fitting.b_prior import learn_b_prior, log_b_estimate
 from scalewatch.server.fitting.hindcast import learn_drift_rate
 from scalewatch.server.fitting.noise_prior import learn_rho_prior
 from scalewatch.server.store.base import FitStore
@@ -27,6 +28,18 @@ def noise_prior_for(context: dict[str, Any]) -> tuple[float, float] | None:
     return None
 
 
+def b_prior_for(context: dict[str, Any]) -> tuple[float, float] | None:
+    """The run's opt-in prior on B: explicit ``[centre, scale]`` of ln B, or ``"project"``:
+    learned from the B intervals of the project's finished, identified runs (``project_b``;
+    fewer than three: no prior)."""
+    setting = (context.get("fit_settings") or {}).get("b_prior")
+    if setting == "project":
+        return learn_b_prior(log_b_estimate(ci) for ci in context.get("project_b") or [])
+    if isinstance(setting, (list, tuple)) and len(setting) == 2:
+        return float(setting[0]), float(setting[1])
+    return None
+
+
 def drift_rate_for(context: dict[str, Any]) -> float | None:
     """With ``noise_prior: "project"``, the drift rate the project's finished runs needed
     beyond their own half-run forecasts (``project_hindcasts``); else None (the default)."""
@@ -37,7 +50,7 @@ def drift_rate_for(context: dict[str, Any]) -> float | None:
 
 def fit_options_for(context: dict[str, Any], intervals: bool = True) -> FitOptions:
     """FitOptions from a run's fit settings (r0, warmup, fit_until, value_range, noise_prior
-    and with it the project's drift rate) and target."""
+    and with it the project's drift rate, b_prior) and target."""
     fs = context.get("fit_settings") or {}
     value_range = fs.get("value_range") or (0.0, 1.0)
     return FitOptions(
@@ -49,6 +62,7 @@ def fit_options_for(context: dict[str, Any], intervals: bool = True) -> FitOptio
         intervals=intervals,
         noise_prior=noise_prior_for(context),
         drift_rate=drift_rate_for(context),
+        b_prior=b_prior_for(context),
     )
 
 
@@ -56,15 +70,20 @@ def prior_source(record: FitRecord, context: dict[str, Any], options: FitOptions
     """Say in the record's ``prior`` where a learned prior came from (how many finished runs),
     and the drift rate ``options`` took from their hindcasts (``fit_options_for``)."""
     prior = record.get("prior")
-    learned = (context.get("fit_settings") or {}).get("noise_prior") == "project"
-    if isinstance(prior, dict) and learned:
-        learned_from: dict[str, Any] = {
-            **prior, "source": "project",
-            "finished_runs": len(context.get("project_noise") or [])}
+    settings = context.get("fit_settings") or {}
+    if not isinstance(prior, dict):
+        return record
+    learned_from: dict[str, Any] = dict(prior)
+    if settings.get("noise_prior") == "project":
+        learned_from.update(source="project",
+                            finished_runs=len(context.get("project_noise") or []))
         if (rate := options.drift_rate) is not None:
             learned_from["drift_rate"] = round(rate, 4)
             learned_from["hindcasts"] = len(context.get("project_hindcasts") or [])
-        record["prior"] = learned_from
+    if settings.get("b_prior") == "project" and isinstance(learned_from.get("B"), dict):
+        learned_from["B"] = {**learned_from["B"], "source": "project",
+                             "finished_runs": len(context.get("project_b") or [])}
+    record["prior"] = learned_from
     return record
 
 

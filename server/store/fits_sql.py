@@ -199,10 +199,12 @@ class FitsMixin(SqlBase):
             names = s.scalars(select(Series.name).where(Series.run_id == run_id)).all()
             metric = resolve_fit_metric(explicit_fit_metric(run), list(names))
             settings = dict(run.fit_settings or {})
-            if "noise_prior" not in settings and run.project.noise_prior is not None:
-                settings["noise_prior"] = run.project.noise_prior  # the project's default
+            for key in ("noise_prior", "b_prior"):  # the project's defaults
+                if key not in settings and getattr(run.project, key) is not None:
+                    settings[key] = getattr(run.project, key)
             learned = (self._finished_runs(s, run, metric)
-                       if settings.get("noise_prior") == "project" else {})
+                       if "project" in (settings.get("noise_prior"), settings.get("b_prior"))
+                       else {})
             return {
                 "run_id": run.id,
                 "project": run.project.name,
@@ -210,6 +212,7 @@ class FitsMixin(SqlBase):
                 "fit_metric": metric,
                 "project_noise": learned.get("noise"),
                 "project_hindcasts": learned.get("hindcasts"),
+                "project_b": learned.get("b"),
                 "finished_without_hindcast": learned.get("missing", []),
                 "target_compute": run.target_compute,
                 "fit_settings": settings,
@@ -221,8 +224,9 @@ class FitsMixin(SqlBase):
     def _finished_runs(s: Session, run: Run, metric: str) -> dict[str, list]:
         """What the other finished runs of the run's project teach its opt-in priors, from
         the summaries of their latest fits of `metric`: their noise posteriors (rho mean, sd),
-        their hindcasts, and which of them have no hindcast yet (fitted before they finished,
-        or before hindcasts existed): (run id, metric) pairs for the refitter to queue."""
+        their hindcasts, the B intervals of those whose A is identified, and which of
+        them have no hindcast yet (fitted before they finished, or before hindcasts existed):
+        (run id, metric) pairs for the refitter to queue."""
         rows = s.execute(
             select(Run.id, Fit.summary)
             .select_from(Run)
@@ -230,9 +234,12 @@ class FitsMixin(SqlBase):
             .join(Fit, Fit.id == Series.latest_fit_id)
             .where(Run.project_id == run.project_id, Run.status == "finished", Run.id != run.id)
         ).all()
-        noise, hindcasts, missing = [], [], []
+        noise, hindcasts, missing, b = [], [], [], []
         for run_id, summary in rows:
             summary = summary or {}
+            # B from `ok` fits only: an unidentified fit's B interval is mostly the prior's.
+            if summary.get("status") == "ok" and (ci_b := (summary.get("ci") or {}).get("B")):
+                b.append(ci_b)
             rho = summary.get("noise_rho")
             if isinstance(rho, list) and len(rho) == 2 and None not in rho:
                 noise.append((float(rho[0]), float(rho[1])))
@@ -240,7 +247,7 @@ class FitsMixin(SqlBase):
                 missing.append((int(run_id), metric))
             elif isinstance(h := summary["hindcast"], list) and len(h) == 3 and None not in h:
                 hindcasts.append((float(h[0]), float(h[1]), float(h[2])))
-        return {"noise": noise, "hindcasts": hindcasts, "missing": missing}
+        return {"noise": noise, "hindcasts": hindcasts, "missing": missing, "b": b}
 
     # ---- reading fits ----------------------------------------------------------------------
     def _series_id(self, s: Session, run_id: int, metric: str | None) -> tuple[int | None, str]:

@@ -121,15 +121,16 @@ class RunsMixin(SqlBase):
             if found is None:
                 return None
             return {"id": found.id, "name": found.name, "created_at": iso(found.created_at),
-                    "fit_metric": found.fit_metric, "noise_prior": found.noise_prior}
+                    "fit_metric": found.fit_metric, "noise_prior": found.noise_prior,
+                    "b_prior": found.b_prior}
 
     def set_project_fit_metric(self, name: str, fit_metric: str | None) -> dict:
         """Set (None: clear) a project's default fit metric (see `update_project`)."""
         return self.update_project(name, {"fit_metric": fit_metric})
 
     def update_project(self, name: str, changes: dict[str, Any]) -> dict:
-        """Set (None: clear) a project's defaults, `fit_metric` and `noise_prior`, creating the
-        project when missing; every run of it that does not set its own is refitted."""
+        """Set (None: clear) a project's defaults (`fit_metric`, `noise_prior`, `b_prior`),
+        creating the project when missing; every run of it that does not set its own is refitted."""
         with self.session() as s:
             pid = self._project_id(s, name)
             if changes:
@@ -140,8 +141,8 @@ class RunsMixin(SqlBase):
                 select(Run).where(Run.project_id == pid).options(selectinload(Run.project))
             ).all():
                 own = (("fit_metric" in changes and run.fit_metric is None)
-                       or ("noise_prior" in changes
-                           and "noise_prior" not in (run.fit_settings or {})))
+                       or any(key in changes and key not in (run.fit_settings or {})
+                              for key in ("noise_prior", "b_prior")))
                 if own:
                     self._request_refit(s, run, groups)
             for group in sorted(groups):

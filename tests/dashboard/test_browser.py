@@ -85,11 +85,11 @@ def test_run_page_plots_fit_extrapolation_band_and_heldout(seeded, page) -> None
     assert page.js_errors == []
 
 
-def test_run_page_names_the_noise_prior_a_fit_used(seeded, page) -> None:  # noqa: ANN001
+def test_run_page_names_the_priors_a_fit_used(seeded, page) -> None:  # noqa: ANN001
     server, _ = seeded
     with httpx.Client(base_url=server.url, timeout=30) as client:
         rid = create_run(client, "priors", "given-prior", target_compute=20000,
-                         fit_settings={"noise_prior": [0.8, 0.05]})
+                         fit_settings={"noise_prior": [0.8, 0.05], "b_prior": [0.64, 0.2]})
         c, y = series({"A": 0.61, "B": 1.92, "C_mid": 2542.0}, n=80, c_max=8000.0, seed=11)
         post_points(client, rid, c, y)
         wait_for_fits(client, [rid])
@@ -97,7 +97,8 @@ def test_run_page_names_the_noise_prior_a_fit_used(seeded, page) -> None:  # noq
     wait_graph(page, "run-graph", 4)
     page.wait_for_function(
         """() => document.querySelector('#run-graph').innerText.includes('noise prior')""")
-    assert "noise prior ρ 0.80 ± 0.05" in page.locator("#run-graph").inner_text()
+    text = page.locator("#run-graph").inner_text()
+    assert "noise prior ρ 0.80 ± 0.05" in text and "B prior 1.90 ×/÷ 1.22" in text
     assert page.js_errors == []
 
 

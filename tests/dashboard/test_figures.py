@@ -212,3 +212,23 @@ def test_fit_caption_names_a_noise_prior_and_where_it_came_from() -> None:
         "<br>noise prior ρ 0.80 ± 0.05 from 3 finished runs · "
         "drift allowance 0.012 per ln(compute) from 20 hindcasts")
     assert "drift" not in F.fit_caption(learned, "GPU-hours")
+
+
+def test_fit_caption_gives_a_b_prior_its_own_line() -> None:
+    fit = {"status": "ok", "A": 0.6, "ci": {"A": [0.58, 0.62]}, "B": 1.9, "C_mid": 2500.0,
+           "R0": 0.3, "A_lower_bound": 0.58}
+    b = {"median": 1.9, "log_sd": 0.2, "dof": 4.0}
+    assert F.fit_caption({**fit, "prior": {"B": b}}, "GPU-hours").endswith(
+        "<br>B prior 1.90 ×/÷ 1.22")
+    both = {**fit, "prior": {"rho": {"mean": 0.8, "sd": 0.05}, "source": "project",
+                             "finished_runs": 3,
+                             "B": {**b, "source": "project", "finished_runs": 4}}}
+    assert F.fit_caption(both, "GPU-hours").endswith(
+        "<br>noise prior ρ 0.80 ± 0.05 from 3 finished runs<br>B prior 1.90 ×/÷ 1.22 from 4 "
+        "finished runs")
+    # A third caption line gets room above the plot; the legend moves up with it.
+    c = np.geomspace(10, 8000, 40)
+    pts = {"compute": list(c), "values": list(0.3 + 0.3 * c / (c + 2000))}
+    one, two = (F.run_figure(pts, f, color="#000", unit="GPU-hours", metric="m")
+                for f in ({**fit, "prior": {"B": b}}, both))
+    assert two.layout.margin.t > one.layout.margin.t and two.layout.legend.y > one.layout.legend.y

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -50,6 +51,17 @@ def test_table_and_options(curve_csv: Path) -> None:
         assert word in p.stdout
 
 
+def test_b_prior_is_used_and_named(curve_csv: Path) -> None:
+    args = (str(curve_csv), "--compute", "gpu_hours", "--value", "reward", "--warmup", "1500",
+            "--fit-until", "8000", "--b-prior", "0.65", "0.2")
+    p = run_cli(*args, "--json")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["prior"]["B"] == {"median": 1.9155, "log_sd": 0.2, "dof": 4.0}
+    p = run_cli(*args)
+    assert p.returncode == 0, p.stderr
+    assert re.search(r"\nB prior +median 1\.91\d, ln-scale 0\.200 \(t, 4 dof\)\n", p.stdout)
+
+
 def test_paper_method(curve_csv: Path) -> None:
     p = run_cli(str(curve_csv), "--compute", "gpu_hours", "--value", "reward", "--warmup",
                 "1500", "--method", "paper", "--json")
@@ -82,6 +94,7 @@ def test_plot_written(curve_csv: Path, tmp_path: Path) -> None:
         ("compute,value\n1,0.1\n", ("--noise-prior", "1.5", "0.1"),
          "mean 1.5 must lie in [0, 0.98]"),
         ("compute,value\n1,0.1\n", ("--noise-prior", "0.5", "0"), "sd 0.0 must lie in (0, 1]"),
+        ("compute,value\n1,0.1\n", ("--b-prior", "0.6", "-1"), "sd -1.0 (of ln B) must lie"),
     ],
 )
 def test_bad_input_exits_2(tmp_path: Path, content: str | None, args: tuple, needle: str) -> None:

@@ -96,6 +96,7 @@ async def stateless_fit(body: FitRequest, request: Request) -> JSONResponse:
         "value_range": body.value_range,
         "method": body.method,
         "noise_prior": body.noise_prior,
+        "b_prior": body.b_prior,
     }
     compute, values, thinned_from = list(body.compute), list(body.values), None
     if body.method == "paper":

@@ -28,10 +28,11 @@ def get_project(project: ProjectName, store: StoreDep) -> dict:
 @router.patch("/{project}", response_model=ProjectOut, dependencies=[WRITE])
 def patch_project(project: ProjectName, body: ProjectPatch, store: StoreDep) -> dict:
     """Set (null: clear) the project's defaults, creating the project when missing: its fit
-    metric and its noise prior (`"project"`: learned from its finished runs). A run's own
-    setting (PATCH /runs/{id}) still wins; the others are refitted. Keys left out stay."""
+    metric, its noise prior and its B prior (`"project"`: learned from its finished runs). A
+    run's own setting (PATCH /runs/{id}) still wins; the others are refitted. Keys left out
+    stay."""
     changes = body.model_dump(exclude_unset=True)
-    if "noise_prior" in changes and changes["noise_prior"] is not None \
-            and not isinstance(changes["noise_prior"], str):
-        changes["noise_prior"] = list(changes["noise_prior"])
+    for key in ("noise_prior", "b_prior"):
+        if changes.get(key) is not None and not isinstance(changes[key], str):
+            changes[key] = list(changes[key])
     return store.update_project(project, changes)
