@@ -62,7 +62,9 @@ def fit_options_for(context: dict[str, Any], intervals: bool = True) -> FitOptio
         intervals=intervals,
         noise_prior=noise_prior_for(context),
         drift_rate=drift_rate_for(context),
-        b_prior=b_prior_for(context),
+        # A finished run is fitted on its own B: it is what the project's prior is learned
+        # from, and a prior that fed back into its own teachers would narrow on itself.
+        b_prior=None if context.get("status") == "finished" else b_prior_for(context),
     )
 
 

@@ -28,7 +28,7 @@ def _finish(client, project: str, name: str, seed: int, b: float) -> dict:
 
 
 def test_project_b_prior_is_learned_from_three_identified_finished_runs(live_app):
-    _, client = live_app
+    app, client = live_app
     r = client.patch("/api/v1/projects/recipes", json={"fit_metric": METRIC, "b_prior": "project"})
     assert r.status_code == 200 and r.json()["b_prior"] == "project", r.text
     fits = [_finish(client, "recipes", f"done-{i}", seed, b)
@@ -49,6 +49,14 @@ def test_project_b_prior_is_learned_from_three_identified_finished_runs(live_app
                                   "log_sd": round(scale, 4), "dof": NU,
                                   "source": "project", "finished_runs": 3}}
     assert 1.6 < fit["prior"]["B"]["median"] < 2.3
+
+    # Once finished, the run is fitted on its own B (it now teaches the others): no B prior.
+    _post(client, young, c[45:], y[45:], first_step=45)
+    _fitted(client, young, c.size)
+    assert client.patch(f"/api/v1/runs/{young}", json={"status": "finished"}).status_code == 200
+    final = wait_for(lambda: "hindcast" in (r := app.state.store.latest_fit(young)[1])["internal"]
+                     and r)
+    assert "B" not in (final.get("prior") or {}), final.get("prior")
 
 
 def test_explicit_b_prior_through_patch_and_stateless_fit(live_app):
