@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 from scalewatch.server import limits
 from scalewatch.server.db.models import Point, Project, Run, Series, utcnow
 from scalewatch.server.ingest import PointRow
+from scalewatch.server.store import pgarrays
 from scalewatch.server.store.base import Ingested, NotFound, PointsPage
 from scalewatch.server.store.chunks import (
     CHUNK_LEVELS,
@@ -25,7 +26,6 @@ from scalewatch.server.store.chunks import (
 from scalewatch.server.store.chunks import COLUMNS as CHUNK_COLUMNS
 from scalewatch.server.store.common import SqlBase, dialect_insert
 from scalewatch.server.store.group_marks import UPSERT_PG, UPSERT_SQLITE
-from scalewatch.server.store.pgcopy import POINT_COLUMNS, chunks_binary, points_binary
 from scalewatch.server.store.runs_sql import resolve_fit_metric
 
 # Each bucket keeps its first, last, lowest and highest point: collapses and spikes survive
@@ -280,11 +280,12 @@ class PointsMixin(SqlBase):
     def _ingest_pg(
         self, s: Session, run_id: int, by_metric: dict[str, list[PointRow]]
     ) -> tuple[int, bool]:
-        """The PostgreSQL ingest in few round trips, whatever the number of metrics: one
-        pipeline of BEGIN, the run row (lock + summary) and the series read; a COPY of the
-        points (the chunk rows and summaries are built while the database inserts them); a COPY
-        of the new chunks; one pipeline of the merge of the chunks they continue, the summary
-        UPDATE and COMMIT. Returns (rows inserted, whether a refit was queued).
+        """The PostgreSQL ingest in three round trips, whatever the number of metrics: the
+        pool's ping; one pipeline of BEGIN, the run row (lock + summary) and the series read;
+        one pipeline of the points' INSERT (`pgarrays`: binary arrays, no float formatted or
+        parsed; the chunk rows and summaries are built while the database inserts them), the
+        new chunks' INSERT, the merge of the chunks they continue, the summary UPDATE and
+        COMMIT. Returns (rows inserted, whether a refit was queued).
 
         Plain SQL on the driver connection (prepared by psycopg after a few calls): building
         SQLAlchemy expressions per series cost more CPU than the database work itself."""
@@ -349,25 +350,19 @@ class PointsMixin(SqlBase):
                 refits.append(1 if metric == fit else 0)  # the refit marker
             return new, merge, (fit, (now, ids, counts, steps, computes, values, refits))
 
-        if appends:
-            with raw.cursor() as cur, cur.copy(
-                f"COPY points ({POINT_COLUMNS}) FROM STDIN (FORMAT BINARY)"
-            ) as cp:
-                # One binary COPY for every appended series (`pgcopy`: no float formatted or
-                # parsed). Once its data is sent the database inserts while this thread plans
-                # the rest: the COPY ends (and its result is awaited) when the block closes.
-                cp.write(points_binary(appends))
-                new, merge, (fit_metric, summary) = plan()
-        else:
-            new, merge, (fit_metric, summary) = plan()
         conn = s.connection()
-        if new:
-            self._copy_chunks(raw, new)
-        self._replace_chunks(conn, rewritten)
-        # One round trip: the merge of the chunks the batch continues, the summaries and the
-        # group's refit mark, and COMMIT (a failed statement aborts the pipeline before COMMIT;
-        # the session's own commit then finds nothing to do, a failure rolls back as usual).
+        self._replace_chunks(conn, rewritten)  # a rewrite reads its points: before the pipeline
+        # One round trip: the points, the chunks, the summaries and the group's refit mark, and
+        # COMMIT (a failed statement aborts the pipeline before COMMIT; the session's own commit
+        # then finds nothing to do, a failure rolls back as usual). The points' INSERT is sent
+        # first: the database inserts them while this thread plans the chunks and summaries.
         with raw.pipeline(), raw.cursor() as cur:
+            pgarrays.register(cur)
+            if appends:  # nothing can conflict: past every stored step of their series
+                cur.execute(pgarrays.POINTS_INSERT, pgarrays.points_params(appends))
+            new, merge, (fit_metric, summary) = plan()
+            if new:
+                cur.execute(pgarrays.CHUNKS_INSERT, pgarrays.chunks_params(new))
             if merge:
                 cur.execute(_merge_sql(merge))
             cur.execute(_PG_SERIES_SUMMARY, summary)
@@ -384,7 +379,7 @@ class PointsMixin(SqlBase):
     ) -> tuple[list[ChunkRow], list[ChunkRow]]:
         """The chunk rows of appended points: (new, merge). With `last_steps` (series id -> its
         largest stored step, None: no points), the chunks past the one holding that step cannot
-        exist yet (new: a COPY); only that one chunk a level is merged (the merge's conflict
+        exist yet (new: a plain INSERT); only that one chunk a level is merged (the merge's conflict
         checks cost ~50 us a row). Without, every row is merged."""
         merge: list[ChunkRow] = []
         new: list[ChunkRow] = []
@@ -400,15 +395,6 @@ class PointsMixin(SqlBase):
                 else:
                     merge.append(row)
         return new, merge
-
-    @staticmethod
-    def _copy_chunks(raw: Any, rows: list[ChunkRow]) -> None:
-        with (
-            raw.cursor() as cur,
-            cur.copy(f"COPY point_chunks ({', '.join(CHUNK_COLUMNS)}) FROM STDIN "
-                     "(FORMAT BINARY)") as cp,
-        ):
-            cp.write(chunks_binary(rows))
 
     def _maintain_chunks(
         self,
