@@ -23,7 +23,6 @@ from scalewatch.server.store.chunks import (
     conflict_sql,
     upsert_sql,
 )
-from scalewatch.server.store.chunks import COLUMNS as CHUNK_COLUMNS
 from scalewatch.server.store.common import SqlBase, dialect_insert
 from scalewatch.server.store.group_marks import UPSERT_PG, UPSERT_SQLITE
 from scalewatch.server.store.runs_sql import resolve_fit_metric
@@ -92,18 +91,10 @@ WHERE s.id = u.id
 """
 
 # Chunk rows built from appended points (chunks.all_levels), merged into the stored chunks
-# (chunks.conflict_sql); {values} is filled with the rows as literals.
-_PG_CHUNK_MERGE = (
-    f"INSERT INTO point_chunks ({', '.join(CHUNK_COLUMNS)}) VALUES {{values}} "
-    + conflict_sql("postgresql", merge=True)
-)
-
-def _merge_sql(rows: list[ChunkRow]) -> str:
-    """The chunk merge with the rows as literals: an executemany costs a statement a row, and
-    binding ~20 parameters a row costs more client CPU than the database's work. Only ints and
-    finite floats (repr is exact), built here: nothing to escape."""
-    values = ",".join("(" + ",".join(map(repr, row)) + ")" for row in rows)
-    return _PG_CHUNK_MERGE.format(values=values)
+# (chunks.conflict_sql). Their columns as binary arrays (`pgarrays`): one prepared statement
+# whatever the rows, where the rows as literals made a new statement to parse and plan at every
+# ingest (0.26-0.29 -> 0.12-0.14 ms of database CPU for a batch's three, in-process).
+_PG_CHUNK_MERGE = pgarrays.CHUNKS_INSERT + " " + conflict_sql("postgresql", merge=True)
 
 
 # Downsampling from point_chunks (see PointsMixin._downsample_chunks): chunks inside one bucket
@@ -364,7 +355,7 @@ class PointsMixin(SqlBase):
             if new:
                 cur.execute(pgarrays.CHUNKS_INSERT, pgarrays.chunks_params(new))
             if merge:
-                cur.execute(_merge_sql(merge))
+                cur.execute(_PG_CHUNK_MERGE, pgarrays.chunks_params(merge))
             cur.execute(_PG_SERIES_SUMMARY, summary)
             if group is not None and fit_metric in by_metric:
                 # A member's new points of its fit metric: its group is refitted too (group
