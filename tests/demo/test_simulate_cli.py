@@ -63,9 +63,11 @@ def test_simulate_baseline_posts_every_point_once(live_server: LiveServer, tmp_p
 @pytest.mark.timeout(180)
 def test_simulate_ctrl_c_then_resume(live_server: LiveServer, tmp_path: Path) -> None:
     args = ("--preset", "baseline", "--name", "resumed")
-    # Slow enough (about 40 s for the rest) that it cannot finish before the SIGINT however
-    # busy the machine is; the SIGINT comes once points are known to be on the server.
-    proc = _simulate(live_server, tmp_path, *args, "--speed", "2", "--burst", "0.2")
+    # Slow enough (about 80 s for the rest) that it cannot finish before the SIGINT; the SIGINT
+    # comes once points are known to be on the server.  At --speed 2 (40 s) a fresh-clone run
+    # on a machine loaded past 3 on 2 cores saw the first points reach the server too late:
+    # the simulator had finished, exit 0 instead of 130.
+    proc = _simulate(live_server, tmp_path, *args, "--speed", "1", "--burst", "0.2")
 
     def mid_run() -> bool:
         assert proc.poll() is None, proc.communicate()[0]  # finished or failed before SIGINT
