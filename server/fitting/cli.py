@@ -14,6 +14,7 @@ import csv
 import json
 import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
@@ -93,6 +94,19 @@ def read_csv(path: str, ccol: str, vcol: str) -> tuple[np.ndarray, np.ndarray]:
 
 def _fmt(v: float | None, spec: str = ".4g") -> str:
     return "-" if v is None or not math.isfinite(v) else format(v, spec)
+
+
+def _checked_prior(values: list[float] | None, check: Callable[[float, float], None],
+                   flag: str) -> tuple[float, float] | None:
+    """A prior's two numbers from the command line, refused (exit 2, naming ``flag``) by the
+    same range check the API uses; None when the flag is absent."""
+    if not values:
+        return None
+    try:
+        check(values[0], values[1])
+    except ValueError as e:
+        raise InputError(f"{flag}: {e}") from None
+    return values[0], values[1]
 
 
 def _iv(p: tuple[float, float] | None, spec: str = ".4g") -> str:
@@ -176,18 +190,8 @@ def main(argv: list[str]) -> int:
         lo, hi = args.range
         if not lo < hi:
             raise InputError("--range LO HI needs LO < HI")
-        prior = tuple(args.noise_prior) if args.noise_prior else None
-        if prior is not None:
-            try:
-                check_rho_prior(*prior)
-            except ValueError as e:
-                raise InputError(f"--noise-prior MEAN SD: {e}") from None
-        b_prior = tuple(args.b_prior) if args.b_prior else None
-        if b_prior is not None:
-            try:
-                check_b_prior(*b_prior)
-            except ValueError as e:
-                raise InputError(f"--b-prior CENTRE SCALE: {e}") from None
+        prior = _checked_prior(args.noise_prior, check_rho_prior, "--noise-prior MEAN SD")
+        b_prior = _checked_prior(args.b_prior, check_b_prior, "--b-prior CENTRE SCALE")
         opts = FitOptions(r0=args.r0, warmup=args.warmup, fit_until=args.fit_until,
                           target_compute=args.target, value_range=(lo, hi), method=args.method,
                           noise_prior=prior, b_prior=b_prior)
