@@ -21,13 +21,28 @@ pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
 
 
+def _default_sigint() -> None:
+    # A command started in the background by a non-interactive shell (as CI scripts often
+    # start the suite) ignores SIGINT, and children inherit an ignored signal: the simulator
+    # would then never see the Ctrl-C this module sends. A user's Ctrl-C reaches a foreground
+    # command, whose SIGINT is the default.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _simulate(server: LiveServer, home: Path, *args: str) -> subprocess.Popen:
     env = {**os.environ, "SCALEWATCH_HOME": str(home)}
     return subprocess.Popen(
         [sys.executable, "-m", "trainer_client.cli", "simulate", "--url", server.url,
          "--project", "sim", *args],
         cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        preexec_fn=_default_sigint,
     )
+
+
+def _run(server: LiveServer, name: str) -> dict | None:
+    with server.client() as c:
+        runs = c.get("/api/v1/runs", params={"project": "sim"}).json()["runs"]
+    return next((r for r in runs if r["name"] == name), None)
 
 
 def _check_complete(server: LiveServer, name: str, key: str = "baseline") -> None:
@@ -64,25 +79,23 @@ def test_simulate_baseline_posts_every_point_once(live_server: LiveServer, tmp_p
 def test_simulate_ctrl_c_then_resume(live_server: LiveServer, tmp_path: Path) -> None:
     args = ("--preset", "baseline", "--name", "resumed")
     # Slow enough (about 80 s for the rest) that it cannot finish before the SIGINT; the SIGINT
-    # comes once points are known to be on the server.  At --speed 2 (40 s) a fresh-clone run
-    # on a machine loaded past 3 on 2 cores saw the first points reach the server too late:
-    # the simulator had finished, exit 0 instead of 130.
+    # comes once this run's points are known to be on the server (the project also holds the
+    # finished run of the test before).
     proc = _simulate(live_server, tmp_path, *args, "--speed", "1", "--burst", "0.2")
 
     def mid_run() -> bool:
         assert proc.poll() is None, proc.communicate()[0]  # finished or failed before SIGINT
-        with live_server.client() as c:
-            runs = c.get("/api/v1/runs", params={"project": "sim"}).json()["runs"]
-        return bool(runs) and (runs[0]["last_step"] or 0) > 0
+        run = _run(live_server, "resumed")
+        return run is not None and (run["last_step"] or 0) > 0
 
     wait_for(mid_run, timeout=120, interval=0.2)
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 130, out
     assert "re-run the same command to resume" in out
-    with live_server.client() as c:
-        run = c.get("/api/v1/runs", params={"project": "sim"}).json()["runs"][0]
-        assert run["status"] == "running" and 0 < run["last_step"] < PRESETS["baseline"].n_steps
+    run = _run(live_server, "resumed")
+    assert run is not None and run["status"] == "running"
+    assert 0 < run["last_step"] < PRESETS["baseline"].n_steps
     proc = _simulate(live_server, tmp_path, *args, "--speed", "400")
     out, _ = proc.communicate(timeout=150)
     assert proc.returncode == 0, out
