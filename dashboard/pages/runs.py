@@ -13,7 +13,7 @@ from urllib.parse import urlencode
 from dash import Dash, Input, Output, State, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
-from scalewatch.dashboard import data, group_data
+from scalewatch.dashboard import data, group_data, priors_panel
 from scalewatch.dashboard.components import DashContext, column, empty_state, table, to_csv
 from scalewatch.dashboard.figures import plural
 
@@ -99,6 +99,10 @@ def layout(project: str | None = None, view: str | None = None, **_: Any) -> htm
                     dcc.Dropdown(
                         id="runs-project",
                         value=project or None,
+                        # The link's project is an option from the start: a dropdown whose
+                        # value is not among its options clears it (and the link loses it)
+                        # before the first refresh brings the list.
+                        options=[project] if project else [],
                         placeholder="all projects",
                         clearable=True,
                         style={"width": 260},
@@ -127,6 +131,7 @@ def layout(project: str | None = None, view: str | None = None, **_: Any) -> htm
                 "filter in the row under it (e.g. > 0.6, running, lr=3e-4 in a config column).",
                 className="note",
             ),
+            priors_panel.panel(),
             html.Div(id="runs-empty"),
             html.Div(
                 id="runs-pane",
@@ -207,6 +212,8 @@ def _groups_view(store: Any, project: str | None) -> tuple:
 
 
 def register_callbacks(app: Dash, ctx: DashContext) -> None:
+    priors_panel.register_callbacks(app, ctx)
+
     @app.callback(
         Output("runs-table", "data"),
         Output("runs-table", "columns"),

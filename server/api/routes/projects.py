@@ -1,10 +1,10 @@
-"""Projects: read one, set its defaults (fit metric, noise prior)."""
+"""Projects: read one, set its defaults (fit metric, noise prior, B prior)."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter, Path, Request
 
 from scalewatch.server import limits
 from scalewatch.server.api.deps import AUTH_RESPONSES, READ, WRITE, StoreDep
@@ -26,7 +26,9 @@ def get_project(project: ProjectName, store: StoreDep) -> dict:
 
 
 @router.patch("/{project}", response_model=ProjectOut, dependencies=[WRITE])
-def patch_project(project: ProjectName, body: ProjectPatch, store: StoreDep) -> dict:
+def patch_project(
+    project: ProjectName, body: ProjectPatch, store: StoreDep, request: Request
+) -> dict:
     """Set (null: clear) the project's defaults, creating the project when missing: its fit
     metric, its noise prior and its B prior (`"project"`: learned from its finished runs). A
     run's own setting (PATCH /runs/{id}) still wins; the others are refitted. Keys left out
@@ -35,4 +37,8 @@ def patch_project(project: ProjectName, body: ProjectPatch, store: StoreDep) -> 
     for key in ("noise_prior", "b_prior"):
         if changes.get(key) is not None and not isinstance(changes[key], str):
             changes[key] = list(changes[key])
-    return store.update_project(project, changes)
+    found = store.update_project(project, changes)
+    notify = getattr(request.app.state, "refit_notify", None)
+    if notify is not None and changes:  # the runs it refits start now, not at the next poll
+        notify()
+    return found
