@@ -13,7 +13,7 @@ from urllib.parse import urlencode
 from dash import Dash, Input, Output, State, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
-from scalewatch.dashboard import data, group_data, priors_panel
+from scalewatch.dashboard import data, group_data, project_settings
 from scalewatch.dashboard.components import DashContext, column, empty_state, table, to_csv
 from scalewatch.dashboard.figures import plural
 
@@ -131,7 +131,7 @@ def layout(project: str | None = None, view: str | None = None, **_: Any) -> htm
                 "filter in the row under it (e.g. > 0.6, running, lr=3e-4 in a config column).",
                 className="note",
             ),
-            priors_panel.panel(),
+            project_settings.panel(),
             html.Div(id="runs-empty"),
             html.Div(
                 id="runs-pane",
@@ -212,7 +212,7 @@ def _groups_view(store: Any, project: str | None) -> tuple:
 
 
 def register_callbacks(app: Dash, ctx: DashContext) -> None:
-    priors_panel.register_callbacks(app, ctx)
+    project_settings.register_callbacks(app, ctx)
 
     @app.callback(
         Output("runs-table", "data"),

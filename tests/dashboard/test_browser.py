@@ -102,46 +102,53 @@ def test_run_page_names_the_priors_a_fit_used(seeded, page) -> None:  # noqa: AN
     assert page.js_errors == []
 
 
-def test_runs_page_switches_a_projects_priors(seeded, page) -> None:  # noqa: ANN001
+def test_runs_page_sets_a_projects_fitted_metric_and_priors(seeded, page) -> None:  # noqa: ANN001
     server, _ = seeded
     with httpx.Client(base_url=server.url, timeout=30) as client:
-        create_run(client, "panel", "young", target_compute=20000)
+        young = create_run(client, "panel", "young", target_compute=20000)
+        post_points(client, young, [100.0, 200.0], [0.3, 0.31], metric="val/acc")
         done = create_run(client, "panel", "done", target_compute=20000)
         client.patch(f"/api/v1/runs/{done}", json={"status": "finished"}).raise_for_status()
     page.goto(f"{server.url}/dashboard/?project=panel")
-    page.locator("#runs-priors summary").click()
+    page.locator("#runs-settings summary").click()
     page.wait_for_function(
-        """() => document.querySelector('#runs-priors-status').innerText.includes('finished')""")
-    assert "1 finished run to learn from" in page.locator("#runs-priors-status").inner_text()
-    boxes = page.locator("#runs-priors-on input[type=checkbox]")
+        """() => document.querySelector('#runs-settings-status').innerText.includes('finished')""")
+    assert "1 finished run to learn from" in page.locator("#runs-settings-status").inner_text()
+    boxes = page.locator("#runs-settings-priors input[type=checkbox]")
     assert [boxes.nth(i).is_checked() for i in range(2)] == [False, False]
+    page.locator("#runs-settings-metric").click()
+    page.get_by_role("option", name="val/acc").click()
     boxes.nth(1).check()  # B
-    page.locator("#runs-priors-save").click()
-    page.locator("#runs-priors-ok").wait_for()
+    page.locator("#runs-settings-save").click()
+    page.locator("#runs-settings-ok").wait_for()
+    assert "fitted metric val/acc, B prior on" in page.locator("#runs-settings-ok").inner_text()
     with httpx.Client(base_url=server.url, timeout=30) as client:
         got = client.get("/api/v1/projects/panel").json()
-    assert got["b_prior"] == "project" and got["noise_prior"] is None
-    page.screenshot(path=str(DOCS / "runs-priors.png"), full_page=True)
-    # The page opened anew shows what was saved; swapping the two is one save.
+        assert (got["fit_metric"], got["b_prior"], got["noise_prior"]) == ("val/acc", "project",
+                                                                          None)
+        run = client.get(f"/api/v1/runs/{young}").json()
+        assert (run["fit_metric"], run["fit_metric_reason"]) == ("val/acc", "the project's default")
+    page.screenshot(path=str(DOCS / "runs-settings.png"), full_page=True)
+    # The page opened anew shows what was saved; swapping the two priors is one save.
     page.goto(f"{server.url}/dashboard/?project=panel")
-    page.locator("#runs-priors summary").click()
+    page.locator("#runs-settings summary").click()
     page.wait_for_function(
-        """() => document.querySelectorAll('#runs-priors-on input:checked').length === 1""")
-    assert boxes.nth(1).is_checked()
+        """() => document.querySelectorAll('#runs-settings-priors input:checked').length === 1""")
+    assert boxes.nth(1).is_checked() and "val/acc" in page.locator("#runs-settings").inner_text()
     # The link keeps its project once the tables refresh (the dropdown used to clear it).
     page.locator("#runs-table td[data-dash-column='run'] a", has_text="young").wait_for()
-    assert "project=panel" in page.url and page.locator("#runs-priors").is_visible()
+    assert "project=panel" in page.url and page.locator("#runs-settings").is_visible()
     boxes.nth(1).uncheck()
     boxes.nth(0).check()
-    page.locator("#runs-priors-save").click()
+    page.locator("#runs-settings-save").click()
     page.wait_for_function(
-        """() => (document.querySelector('#runs-priors-ok') || {innerText: ''}).innerText
+        """() => (document.querySelector('#runs-settings-ok') || {innerText: ''}).innerText
                  .includes('noise prior on, B prior off')""")
     with httpx.Client(base_url=server.url, timeout=30) as client:
         got = client.get("/api/v1/projects/panel").json()
     assert got["noise_prior"] == "project" and got["b_prior"] is None
-    page.locator("#runs-priors-save").click()
-    page.locator("#runs-priors-same").wait_for()
+    page.locator("#runs-settings-save").click()
+    page.locator("#runs-settings-same").wait_for()
     assert page.js_errors == []
 
 
@@ -276,10 +283,10 @@ def test_auth_login_and_write_scope_for_ack(tmp_path, browser) -> None:  # noqa:
         assert "write scope" in page.locator("#alerts-ack-denied").inner_text()
         # A read-only session cannot switch a project's priors either.
         page.goto(server.url + "/dashboard/?project=p")
-        page.locator("#runs-priors summary").click()
-        page.locator("#runs-priors-on input[type=checkbox]").nth(1).check()
-        page.locator("#runs-priors-save").click()
-        page.locator("#runs-priors-denied").wait_for()
+        page.locator("#runs-settings summary").click()
+        page.locator("#runs-settings-priors input[type=checkbox]").nth(1).check()
+        page.locator("#runs-settings-save").click()
+        page.locator("#runs-settings-denied").wait_for()
         with server.client() as client:
             assert client.get("/api/v1/projects/p").json()["b_prior"] is None
         page.goto(server.url + "/dashboard/")

@@ -1,0 +1,169 @@
+"""The Runs page's "forecast settings" panel: a project's fitted metric and opt-in priors.
+
+What it saves is what ``PATCH /api/v1/projects/{project}`` sets: the project's default fit
+metric (a run's own `fit_metric` still wins) and its learned priors (``fitting/noise_prior.py``,
+``fitting/b_prior.py``); every run of the project that does not set its own is refitted. An
+explicit prior set through the API (``[centre, scale]``) shows as such and stays while its box
+is ticked. Saving needs a token with write scope.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dash import Dash, Input, Output, State, dcc, html, no_update
+from dash.exceptions import PreventUpdate
+
+from scalewatch.dashboard.components import DashContext
+from scalewatch.dashboard.data import MAX_TABLE_RUNS
+from scalewatch.server.fitting.b_prior import MIN_RUNS as B_MIN_RUNS
+from scalewatch.server.store.base import RunQuery, Store
+
+PRIORS = ("noise_prior", "b_prior")
+NAMES = {"fit_metric": "fitted metric", "noise_prior": "noise prior", "b_prior": "B prior"}
+OPTIONS = [
+    {"label": " Evaluation noise: how autocorrelated this project's evaluations are, and how "
+              "far its forecasts have drifted", "value": "noise_prior"},
+    {"label": " B: the efficiency exponent of this project's finished runs", "value": "b_prior"},
+]
+METRIC_NOTE = (
+    "The metric every run of the project is fitted on, unless the run sets its own. Automatic: "
+    "each run's validation metric when its framework's is recognised, else its reward."
+)
+PRIORS_NOTE = (
+    "Priors, off by default. A run young enough that its ceiling is still uncertain borrows "
+    "what this project's finished runs have shown: the ceiling A itself never gets a prior, "
+    "and a run whose recipe differs keeps its own B (the prior has heavy tails). Each run's "
+    "page names the priors its fit used."
+)
+
+
+def panel() -> html.Details:
+    """Collapsed under the toolbar; shown once a project is picked."""
+    return html.Details(
+        id="runs-settings",
+        style={"display": "none"},
+        children=[
+            html.Summary("Forecast settings for this project", className="meta"),
+            html.Div(METRIC_NOTE, className="note"),
+            dcc.Dropdown(id="runs-settings-metric", placeholder="automatic", clearable=True,
+                         style={"width": 420}),
+            html.Div(PRIORS_NOTE, className="note"),
+            dcc.Checklist(id="runs-settings-priors", options=OPTIONS, value=[],
+                          labelStyle={"display": "block", "fontSize": 14}),
+            html.Div(id="runs-settings-status", className="note"),
+            html.Button("Save settings", id="runs-settings-save", className="secondary"),
+            html.Div(id="runs-settings-msg"),
+            dcc.Store(id="runs-settings-saved", data=0),
+        ],
+    )
+
+
+def _fmt(value: Any) -> str:
+    return f"[{value[0]:g}, {value[1]:g}]" if isinstance(value, list) else str(value)
+
+
+def status_text(project: dict[str, Any], finished: int) -> str:
+    """What the project's finished runs can teach, and any explicit prior in force."""
+    lines = [
+        f"{finished} finished run{'s' if finished != 1 else ''} to learn from: the noise prior "
+        f"needs one, the B prior {B_MIN_RUNS} whose ceiling is identified (until then a fit "
+        "uses none and says so)."
+    ]
+    for key, name in (("noise_prior", "noise (rho mean, sd)"),
+                      ("b_prior", "B (ln B centre, scale)")):
+        if isinstance(project.get(key), list):
+            lines.append(f"Explicit {name} prior set through the API: {_fmt(project[key])}; "
+                         "unticking clears it.")
+    return " ".join(lines)
+
+
+def changes_for(project: dict[str, Any], metric: str | None, ticked: list[str]) -> dict[str, Any]:
+    """The PATCH that makes the project's defaults what the panel shows: the metric picked
+    (None: automatic), a ticked box with no prior learns one from the project, an unticked
+    one clears whatever was set (an explicit prior stays while ticked). Empty: no change."""
+    changes: dict[str, Any] = {}
+    if (metric or None) != project.get("fit_metric"):
+        changes["fit_metric"] = metric or None
+    for key in PRIORS:
+        current = project.get(key)
+        if key in ticked and current is None:
+            changes[key] = "project"
+        elif key not in ticked and current is not None:
+            changes[key] = None
+    return changes
+
+
+def said(changes: dict[str, Any]) -> str:
+    """The saved changes in words: "fitted metric val/acc, B prior on"."""
+    def value(key: str, v: Any) -> str:
+        if key == "fit_metric":
+            return str(v) if v else "automatic"
+        return "on" if v else "off"
+
+    return ", ".join(f"{NAMES[k]} {value(k, v)}" for k, v in changes.items())
+
+
+def _metrics_and_finished(store: Store, project: str) -> tuple[list[str], int]:
+    """The metrics the project's runs log (the fit metric's choices) and how many finished."""
+    runs, _ = store.list_runs(RunQuery(project=project, limit=MAX_TABLE_RUNS))
+    metrics = sorted({name for run in runs for name in run.get("latest") or {}})
+    return metrics, sum(run["status"] == "finished" for run in runs)
+
+
+def register_callbacks(app: Dash, ctx: DashContext) -> None:
+    @app.callback(
+        Output("runs-settings", "style"),
+        Output("runs-settings-metric", "options"),
+        Output("runs-settings-metric", "value"),
+        Output("runs-settings-priors", "value"),
+        Output("runs-settings-status", "children"),
+        Input("runs-project", "value"),
+        Input("runs-settings-saved", "data"),
+    )
+    def show(project: str | None, _saved: int) -> tuple:
+        found = ctx.store.get_project(name=project) if project else None
+        if found is None:
+            return {"display": "none"}, [], None, [], ""
+        metrics, finished = _metrics_and_finished(ctx.store, found["name"])
+        metric = found.get("fit_metric")
+        if metric and metric not in metrics:  # set before any run logged it
+            metrics.append(metric)
+        ticked = [key for key in PRIORS if found.get(key) is not None]
+        return {}, metrics, metric, ticked, status_text(found, finished)
+
+    @app.callback(
+        Output("runs-settings-msg", "children"),
+        Output("runs-settings-saved", "data"),
+        Input("runs-settings-save", "n_clicks"),
+        State("runs-project", "value"),
+        State("runs-settings-metric", "value"),
+        State("runs-settings-priors", "value"),
+        State("runs-settings-saved", "data"),
+        prevent_initial_call=True,
+    )
+    def save(
+        _n: int, project: str | None, metric: str | None, ticked: list[str] | None, saved: int
+    ) -> tuple:
+        found = ctx.store.get_project(name=project) if project else None
+        if found is None:
+            raise PreventUpdate
+        if not ctx.can("write"):
+            return html.Div(
+                "Changing a project's forecast settings needs a token with write scope; this "
+                "session's token is read-only.", className="msg-err", id="runs-settings-denied",
+            ), no_update
+        metrics, _ = _metrics_and_finished(ctx.store, found["name"])
+        if metric and metric not in metrics and metric != found.get("fit_metric"):
+            return html.Div(f"No run of {found['name']!r} logs a metric {metric!r}.",
+                            className="msg-err", id="runs-settings-bad"), no_update
+        changes = changes_for(found, metric, ticked or [])
+        if not changes:
+            return html.Div("Nothing to change.", className="msg-ok",
+                            id="runs-settings-same"), no_update
+        ctx.store.update_project(found["name"], changes)
+        notify = getattr(ctx.state, "refit_notify", None)
+        if notify is not None:  # the refitter would find the runs at its next poll anyway
+            notify()
+        return html.Div(f"Saved ({said(changes)}); the project's runs are being refitted.",
+                        className="msg-ok", id="runs-settings-ok"), (saved or 0) + 1
