@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import flask
-from dash import dash_table, html
+from dash import ClientsideFunction, Dash, Input, Output, dash_table, html
 
 from scalewatch.dashboard.auth import has_scope, request_info
 from scalewatch.server.store.base import Store
@@ -130,4 +130,16 @@ def headline(head: dict[str, str], id_: str) -> html.Div:
         ],
         id=id_,
         className="headline",
+    )
+
+
+def svg_without_webgl(app: Dash, graph_id: str) -> None:
+    """Redraw the graph's WebGL traces as SVG in a browser without WebGL (no GPU, a remote
+    desktop, a headless browser), where plotly would show "WebGL is not supported" instead of
+    the chart (`assets/webgl_fallback.js`); with WebGL it changes nothing."""
+    app.clientside_callback(
+        ClientsideFunction(namespace="scalewatch", function_name="svgWithoutWebgl"),
+        Output(graph_id, "figure", allow_duplicate=True),
+        Input(graph_id, "figure"),
+        prevent_initial_call=True,
     )

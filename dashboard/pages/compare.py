@@ -21,6 +21,7 @@ from scalewatch.dashboard.components import (
     DashContext,
     column,
     empty_state,
+    svg_without_webgl,
     table,
     to_csv,
 )
@@ -329,6 +330,9 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
             )
             text = to_csv([*header, "group"], rows, comment)
         return {"content": text, "filename": "compare.csv", "type": "text/csv"}
+
+    for graph in ("cmp-graph", "cmp-scatter"):
+        svg_without_webgl(app, graph)
 
     # Keep the URL in step with the budget and the groups without reloading the page.
     app.clientside_callback(

@@ -191,6 +191,12 @@ def test_select_two_runs_compare_and_budget_flips_winner(seeded, page) -> None: 
     assert "budget=200000" in page.url
     assert "leads until" in verdict.inner_text()  # the crossover
     wait_graph(page, "cmp-scatter", 1)
+    # Drawn whether or not this browser has WebGL (headless Chromium here has none: the points
+    # are then SVG, never plotly's "WebGL is not supported" in place of the chart).
+    page.wait_for_function(
+        """() => !document.querySelector('#cmp-graph').innerText.includes('WebGL')
+                 && document.querySelectorAll('#cmp-graph .scatterlayer .trace, '
+                                              + '#cmp-graph .gl-container canvas').length > 0""")
     page.screenshot(path=str(DOCS / "compare.png"), full_page=True)
     # the shared link restores the state
     page.goto(page.url)
