@@ -57,6 +57,9 @@ def layout(run_id: str | None = None, metric: str | None = None, **_: Any) -> ht
                     dcc.Dropdown(
                         id="run-metric",
                         value=metric or None,
+                        # The link's metric is an option from the start: a dropdown clears a
+                        # value that is not among its options, before the run's list arrives.
+                        options=[metric] if metric else [],
                         clearable=False,
                         style={"width": 240},
                     ),

@@ -152,6 +152,22 @@ def test_runs_page_sets_a_projects_fitted_metric_and_priors(seeded, page) -> Non
     assert page.js_errors == []
 
 
+def test_a_link_to_a_runs_metric_keeps_the_metric(seeded, page) -> None:  # noqa: ANN001
+    server, _ = seeded
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        rid = create_run(client, "links", "two-metrics", target_compute=20000)
+        c, y = series({"A": 0.61, "B": 1.92, "C_mid": 2542.0}, n=40, c_max=8000.0, seed=3)
+        post_points(client, rid, c, y)
+        post_points(client, rid, c, y - 0.2, metric="reward")
+    page.goto(f"{server.url}/dashboard/run/{rid}?metric=reward")
+    wait_graph(page, "run-graph", 1)
+    page.wait_for_function(
+        """() => document.querySelector('#run-graph').innerText.includes('reward')""")
+    assert "reward" in page.locator("#run-metric").inner_text()
+    assert "metric=reward" in page.url
+    assert page.js_errors == []
+
+
 def test_unfitted_run_says_why(seeded, page) -> None:  # noqa: ANN001
     server, ids = seeded
     page.goto(f"{server.url}/dashboard/run/{ids['just-started']}")
