@@ -276,7 +276,12 @@ def history_figure(history: list[dict[str, Any]], *, color: str, unit: str) -> g
         )
     base_layout(fig, title, f"compute fitted ({unit}, log scale)", "A", log_x=True)
     xs = [h["max_compute"] for h in rows]
-    log_axis(fig, min(xs), max(xs))
+    x_lo, x_hi = min(xs), max(xs)
+    if x_hi < 1.5 * x_lo:  # one fit so far (or a few close together): plotly would span
+        # two decades around it; a factor of two either way keeps the axis readable.
+        x_lo, x_hi = x_lo / 2.0, x_hi * 2.0
+        fig.update_xaxes(range=[math.log10(x_lo), math.log10(x_hi)])
+    log_axis(fig, x_lo, x_hi)
     # A is a pass rate: keep the axis on what the estimates and their intervals span (a
     # lone point would otherwise get plotly's default of +-1 around it).
     ys = [v for h in ok for v in (h.get("A_ci") or [h["A"], h["A"]]) if v is not None]

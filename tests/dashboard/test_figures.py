@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+import pytest
 
 from scalewatch.dashboard import figures as F
 from scalewatch.server.fitting import FitOptions, fit_curve
@@ -188,6 +191,8 @@ def test_early_runs_get_sensible_axes_and_every_run_a_label() -> None:
                            color="#000", unit="GPU-hours")
     lo, hi = one.layout.yaxis.range
     assert 0.5 < lo < 0.58 and 0.63 < hi < 0.7
+    # ... and the x axis a factor of two either side of the one fit, not two decades.
+    assert tuple(one.layout.xaxis.range) == pytest.approx((math.log10(2000), math.log10(8000)))
     # Other runs on the ceiling chart carry their names, and the y axis leaves them room.
     rows = [{"id": i, "label": f"run{i}", "A": 0.6 + i / 100, "B": 1.0 + i / 10,
              "color": "#f00", "highlight": i == 0} for i in range(5)]
