@@ -288,7 +288,10 @@ class RunsMixin(SqlBase):
 
     def delete_run(self, run_id: int) -> None:
         with self.session() as s:
-            run = s.get(Run, run_id)
+            # The run's row lock first, as every ingest takes it: a batch being written
+            # commits before any delete below reads, so none of its points (which carry no
+            # foreign key) is left behind, and a batch that comes after finds no run (404).
+            run = s.get(Run, run_id, with_for_update=True)
             if run is None:
                 raise NotFound(f"run {run_id} not found")
             project_id, group = run.project_id, run.group_name
