@@ -19,7 +19,7 @@ from trainer_client.pipelinerl import (
     run_sidecar,
 )
 
-pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("fast_backoff")]
+pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("fast_backoff")]
 
 T0 = 1_790_000_000.0  # launch time (mtime of exp_config.yaml)
 SPS = 1024  # samples per step
@@ -121,7 +121,7 @@ def test_join_restart_rotation_and_no_resend(tmp_path):
         sc.poll_once()
         assert sc.pending == []
         sc.run.flush()
-        assert sc.run.finish(timeout=30) == 0
+        assert sc.run.finish(timeout=120) == 0
         pts = srv.points
         # 4 GPUs x 1800 s = 2 GPU-hours at step 2
         assert pts[(1, "val_pass_rate", 0)] == (0.10, 0.0)
@@ -147,7 +147,7 @@ def test_join_restart_rotation_and_no_resend(tmp_path):
         os.replace(new_log, log_path(exp))
         stream_path(exp).write_text(eval_line(5 * SPS, 0.40))
         assert sc2.poll_once() == 2  # one trainer line, one eval
-        assert sc2.run.finish(timeout=30) == 0
+        assert sc2.run.finish(timeout=120) == 0
         # compute: launch 1 counted to its last line (3600 s) + 900 s of launch 2 = 5 GPU-h
         assert srv.points[(1, "val_pass_rate", 5)] == (0.40, pytest.approx(5.0))
         assert srv.points[(1, "val_pass_rate", 4)][0] == 0.9
