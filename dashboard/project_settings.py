@@ -104,11 +104,16 @@ def said(changes: dict[str, Any]) -> str:
     return ", ".join(f"{NAMES[k]} {value(k, v)}" for k, v in changes.items())
 
 
-def _metrics_and_finished(store: Store, project: str) -> tuple[list[str], int]:
-    """The metrics the project's runs log (the fit metric's choices) and how many finished."""
+def _metrics(store: Store, project: str) -> list[str]:
+    """The metrics the project's runs log: the fit metric's choices."""
     runs, _ = store.list_runs(RunQuery(project=project, limit=MAX_TABLE_RUNS))
-    metrics = sorted({name for run in runs for name in run.get("latest") or {}})
-    return metrics, sum(run["status"] == "finished" for run in runs)
+    return sorted({name for run in runs for name in run.get("latest") or {}})
+
+
+def _finished_runs(store: Store, project: str) -> int:
+    """How many of the project's runs are finished: the store's count, not a count of the
+    runs one page of the list holds."""
+    return store.list_runs(RunQuery(project=project, status="finished", limit=1))[1]
 
 
 def register_callbacks(app: Dash, ctx: DashContext) -> None:
@@ -125,11 +130,12 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
         found = ctx.store.get_project(name=project) if project else None
         if found is None:
             return {"display": "none"}, [], None, [], ""
-        metrics, finished = _metrics_and_finished(ctx.store, found["name"])
+        metrics = _metrics(ctx.store, found["name"])
         metric = found.get("fit_metric")
         if metric and metric not in metrics:  # set before any run logged it
             metrics.append(metric)
         ticked = [key for key in PRIORS if found.get(key) is not None]
+        finished = _finished_runs(ctx.store, found["name"])
         return {}, metrics, metric, ticked, status_text(found, finished)
 
     @app.callback(
@@ -153,8 +159,8 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
                 "Changing a project's forecast settings needs a token with write scope; this "
                 "session's token is read-only.", className="msg-err", id="runs-settings-denied",
             ), no_update
-        metrics, _ = _metrics_and_finished(ctx.store, found["name"])
-        if metric and metric not in metrics and metric != found.get("fit_metric"):
+        new_metric = metric and metric != found.get("fit_metric")
+        if new_metric and metric not in _metrics(ctx.store, found["name"]):
             return html.Div(f"No run of {found['name']!r} logs a metric {metric!r}.",
                             className="msg-err", id="runs-settings-bad"), no_update
         changes = changes_for(found, metric, ticked or [])
