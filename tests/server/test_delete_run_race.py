@@ -14,26 +14,17 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from scalewatch.server.ingest import PointRow
-from tests.support.databases import Postgres, require_postgres
 from tests.support.polling import wait_for
 
 
-@pytest.fixture
-def pg_url(postgres: Postgres):  # noqa: ANN201
-    require_postgres(postgres)
-    url = postgres.new_database(migrated=True)
-    yield url
-    postgres.drop(url)
-
-
-def test_a_run_deleted_during_an_ingest_leaves_no_orphan_points(pg_url: str) -> None:
-    from scalewatch.server.config import load_settings
-    from scalewatch.server.db.engine import make_engine
-    from scalewatch.server.store import SqlStore
+# The shared `store` and `database_url` fixtures, on PostgreSQL alone.
+@pytest.mark.parametrize("backend", ["postgresql"])
+def test_a_run_deleted_during_an_ingest_leaves_no_orphan_points(  # noqa: ANN201
+    store, database_url: str  # noqa: ANN001
+):
     from scalewatch.server.store.base import NotFound
 
-    store = SqlStore(make_engine(load_settings(database_url=pg_url)))
-    other = create_engine(pg_url)
+    other = create_engine(database_url)
     try:
         run, _ = store.get_or_create_run("p", "doomed")
         rid = run["id"]
@@ -77,4 +68,3 @@ def test_a_run_deleted_during_an_ingest_leaves_no_orphan_points(pg_url: str) -> 
             store.ingest_points(rid, [PointRow("reward", 100, 100.0, 0.1, None)])
     finally:
         other.dispose()
-        store.engine.dispose()
