@@ -134,3 +134,11 @@ AUTH_RESPONSES: dict[int | str, dict[str, Any]] = {
     401: {"description": "Missing, unknown or revoked token"},
     403: {"description": "Token scope too small"},
 }
+
+
+def wake_refitter(request: Request) -> None:
+    """Start the refitter's next pass now rather than at its next poll, after a write that
+    queued refits (nothing to wake when the process runs no background workers)."""
+    notify = request.app.state.refit_notify
+    if notify is not None:
+        notify()

@@ -23,6 +23,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from scalewatch.server import limits
+from scalewatch.server.api.deps import wake_refitter
 from scalewatch.server.api.guards import token_from_header
 from scalewatch.server.api.mlflow_compat import (
     COMPUTE_UNIT,
@@ -112,9 +113,8 @@ async def _serve(request: Request, scope: str, handler: Handler) -> JSONResponse
     refit = result.pop("_refit", False)
     if points:
         request.app.state.metrics.points_ingested(points)
-        notify = getattr(request.app.state, "refit_notify", None)
-        if notify is not None and refit:  # else the refitter has nothing new to do
-            notify()
+        if refit:  # else the refitter has nothing new to do
+            wake_refitter(request)
     return JSONResponse(result)
 
 

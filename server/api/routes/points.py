@@ -10,7 +10,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from scalewatch.server import limits
-from scalewatch.server.api.deps import AUTH_RESPONSES, READ, WRITE, StoreDep
+from scalewatch.server.api.deps import AUTH_RESPONSES, READ, WRITE, StoreDep, wake_refitter
 from scalewatch.server.api.schemas import (
     ErrorOut,
     IngestResult,
@@ -83,9 +83,8 @@ async def post_points(run_id: PathId, request: Request, store: StoreDep) -> JSON
         return JSONResponse(content, status_code=exc.status)
     accepted, updated = result
     request.app.state.metrics.points_ingested(len(rows))
-    notify = getattr(request.app.state, "refit_notify", None)
-    if notify is not None and result.refit:  # else the refitter has nothing new to do
-        notify()
+    if result.refit:  # else the refitter has nothing new to do
+        wake_refitter(request)
     # Server-Timing shows where an ingest's time goes (browser devtools and curl -v read it).
     timing = (
         f"read;dur={(t1 - t0) * 1e3:.2f}, parse;dur={(t2 - t1) * 1e3:.2f}, "

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Request
 
 from scalewatch.server import limits
-from scalewatch.server.api.deps import AUTH_RESPONSES, READ, WRITE, StoreDep
+from scalewatch.server.api.deps import AUTH_RESPONSES, READ, WRITE, StoreDep, wake_refitter
 from scalewatch.server.api.schemas import ProjectOut, ProjectPatch, not_found
 from scalewatch.server.store.base import NotFound
 
@@ -38,7 +38,6 @@ def patch_project(
         if changes.get(key) is not None and not isinstance(changes[key], str):
             changes[key] = list(changes[key])
     found = store.update_project(project, changes)
-    notify = getattr(request.app.state, "refit_notify", None)
-    if notify is not None and changes:  # the runs it refits start now, not at the next poll
-        notify()
+    if changes:  # the runs it refits start now, not at the next poll
+        wake_refitter(request)
     return found
