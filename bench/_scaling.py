@@ -31,6 +31,19 @@ def _stat(pid: int) -> tuple[int, float] | None:
     return int(fields[1]), (int(fields[11]) + int(fields[12])) / TICK
 
 
+def cluster_cpu(postmaster: int) -> float:
+    """CPU seconds of a PostgreSQL cluster so far: its live processes, and the backends that
+    have exited (the postmaster's reaped children: a pool that opens and closes connections
+    under load loses no backend's CPU this way). Every database of the cluster counts."""
+    try:
+        raw = Path(f"/proc/{postmaster}/stat").read_text()
+    except OSError:
+        return 0.0
+    fields = raw[raw.rindex(")") + 2 :].split()
+    reaped = (int(fields[13]) + int(fields[14])) / TICK
+    return reaped + sum(cpu_seconds(tree_pids(postmaster)).values())
+
+
 def tree_pids(root: int) -> list[int]:
     """`root` and every process descended from it (uvicorn's workers, fit pools)."""
     parents: dict[int, int] = {}
@@ -82,6 +95,11 @@ class WaitSampler:
         self.samples = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+
+    def postmaster(self) -> int:
+        pid = self.conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+        st = _stat(pid)
+        return st[0] if st is not None else pid
 
     def backend_pids(self) -> list[int]:
         rows = self.conn.execute(
@@ -136,6 +154,65 @@ def wal_wait(seconds: dict[str, float]) -> float:
     return sum(v for k, v in seconds.items() if _is_wal(k))
 
 
+class CpuQuota:
+    """A cgroup (v1 `cpu` controller, or v2 with `cpu` enabled) capping the processes moved
+    into it at `cores` CPUs in total (CFS quota): a server's CPU budget, scaled down."""
+
+    def __init__(self, cores: float) -> None:
+        v1, v2 = Path("/sys/fs/cgroup/cpu"), Path("/sys/fs/cgroup")
+        period = 100_000
+        if (v1 / "cpu.cfs_quota_us").exists():
+            self.dir = v1 / f"scalewatch-bench-{os.getpid()}-{time.monotonic_ns()}"
+            self.dir.mkdir()
+            (self.dir / "cpu.cfs_period_us").write_text(str(period))
+            (self.dir / "cpu.cfs_quota_us").write_text(str(int(cores * period)))
+        elif "cpu" in (v2 / "cgroup.subtree_control").read_text().split():
+            self.dir = v2 / f"scalewatch-bench-{os.getpid()}-{time.monotonic_ns()}"
+            self.dir.mkdir()
+            (self.dir / "cpu.max").write_text(f"{int(cores * period)} {period}")
+        else:
+            raise SystemExit("--cpu-quota needs a cgroup cpu controller this process can write")
+
+    def add(self, pids: list[int]) -> None:
+        for pid in pids:
+            (self.dir / "cgroup.procs").write_text(str(pid))
+
+    def throttled(self) -> float:
+        """Seconds the group's processes have been held back by the quota so far."""
+        for line in (self.dir / "cpu.stat").read_text().splitlines():
+            k, v = line.split()
+            if k == "throttled_time":
+                return int(v) / 1e9
+            if k == "throttled_usec":
+                return int(v) / 1e6
+        return 0.0
+
+    def remove(self) -> None:
+        deadline = time.monotonic() + 15  # empty once the server's processes have exited
+        while True:
+            try:
+                self.dir.rmdir()
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
+
+def pinned_server(database_url: str, workers: int, cores: set[int] | None) -> Any:
+    """`serve --workers N` whose processes (and their threads) may run on `cores` alone: the
+    affinity this thread has when it starts the server is inherited by every process it forks."""
+    from bench._common import Server
+
+    mask = os.sched_getaffinity(0)
+    if cores:
+        os.sched_setaffinity(0, cores)
+    try:
+        return Server(database_url, extra_args=["--workers", str(workers)])
+    finally:
+        os.sched_setaffinity(0, mask)
+
+
 def run_scaling(args: Any) -> None:
     """`bench/load.py --scaling`: the proxy table (see bench/load.py's docstring)."""
     import asyncio
@@ -149,22 +226,46 @@ def run_scaling(args: Any) -> None:
         raise SystemExit("--scaling needs PostgreSQL (SCALEWATCH_BENCH_PG_URL)")
     counts = [int(x) for x in args.scaling.split(",") if x.strip()]
     n = int(args.trainers.split(",")[0])
+    cores = sorted(os.sched_getaffinity(0))
+    saturate = bool(getattr(args, "saturate", False))
+    quota = getattr(args, "cpu_quota", None)  # cores a worker, or None: pin to whole cores
+    interval = 0.0 if saturate else 1.0
+    if saturate and quota is None and max(counts) > len(cores):
+        raise SystemExit(f"--saturate pins one core a worker: at most {len(cores)} here")
     random.seed(1)
-    print(f"PROXY for --workers scaling ({os.cpu_count()} cores here: throughput cannot scale "
-          f"past them): {n} trainers x 1 request/s (fixed offered load), {args.seconds:g} s "
-          f"measured after {args.warmup:g} s of warm-up, {args.rounds} round(s)")  # fmt: skip
+    if saturate:
+        budget = (f"the server's processes capped at {quota:g} core a worker (cgroup CPU quota: "
+                  f"N workers get N x {quota:g} cores)" if quota else
+                  "server of N workers pinned to N cores")  # fmt: skip
+        print(f"SATURATION, {len(cores)} cores here: {n} trainers a worker posting back to back, "
+              f"{budget}, load generator and PostgreSQL unpinned (they share every core); "
+              f"{args.seconds:g} s measured after {args.warmup:g} s of warm-up, "
+              f"{args.rounds} round(s)")  # fmt: skip
+    else:
+        print(f"PROXY for --workers scaling ({os.cpu_count()} cores here: throughput cannot "
+              f"scale past them): {n} trainers x 1 request/s (fixed offered load), "
+              f"{args.seconds:g} s measured after {args.warmup:g} s of warm-up, "
+              f"{args.rounds} round(s)")  # fmt: skip
     rows: dict[int, list[dict[str, float]]] = {w: [] for w in counts}
     for rnd in range(args.rounds):
         for workers in counts if rnd % 2 == 0 else counts[::-1]:
             db = TempDatabase("postgresql")
-            server = Server(db.url, extra_args=["--workers", str(workers)])
+            pin = set(cores[:workers]) if saturate and not quota else None
+            server = pinned_server(db.url, workers, pin)
+            group: CpuQuota | None = None
             sampler = WaitSampler(db.libpq_url, str(db.name))
             try:
+                if saturate and quota:
+                    group = CpuQuota(quota * workers)
+                    group.add(tree_pids(server.proc.pid))  # the fit pools it forks later follow
+                postmaster = sampler.postmaster()
                 target = Target(f"{workers}w", server)
+                per = n * workers if saturate else n  # --saturate: the same in flight a worker
 
                 async def measure(target: Target = target, server: Server = server,
-                                  sampler: WaitSampler = sampler) -> tuple:
-                    await target.run_level(n, args.warmup, 0.0)  # pools and caches warm
+                                  sampler: WaitSampler = sampler, postmaster: int = postmaster,
+                                  group: CpuQuota | None = group, per: int = per) -> tuple:
+                    await target.run_level(per, args.warmup, 0.0, interval)  # pools, caches
                     # No requests for a while: what the processes cost by themselves (each
                     # worker's refitter, alert and outbox pollers), per second.
                     pids, backends = tree_pids(server.proc.pid), sampler.backend_pids()
@@ -176,25 +277,32 @@ def run_scaling(args: Any) -> None:
                         tr.conn.close()
                     pids = tree_pids(server.proc.pid)
                     cpu0, pg0 = cpu_seconds(pids), cpu_seconds(sampler.backend_pids())
-                    pre0 = preemptions(pids)
+                    pre0, cl0 = preemptions(pids), cluster_cpu(postmaster)
+                    thr0 = group.throttled() if group is not None else 0.0
                     sampler.start()
-                    t0 = time.perf_counter()
-                    level = await target.run_level(n, args.seconds, 0.0)
+                    t0, own0 = time.perf_counter(), time.process_time()
+                    level = await target.run_level(per, args.seconds, 0.0, interval)
+                    own = time.process_time() - own0  # the load generator (and the sampler)
                     waits = sampler.stop(time.perf_counter() - t0)
                     after = tree_pids(server.proc.pid)
                     cpu = cpu_delta(cpu0, cpu_seconds(after))
                     pre = sum(v - pre0.get(p, 0) for p, v in preemptions(after).items())
                     pg = cpu_delta(pg0, cpu_seconds(sampler.backend_pids()))
+                    if saturate:  # backends come and go under saturation: the whole cluster
+                        pg = cluster_cpu(postmaster) - cl0
+                    thr = (group.throttled() - thr0) if group is not None else 0.0
                     for tr in target.trainers:
                         tr.conn.close()
                     return (level, waits, cpu, pg, idle * args.seconds, pg_idle * args.seconds,
-                            pre)
+                            pre, own, thr)
 
-                level, waits, cpu, pg, idle, pg_idle, pre = asyncio.run(measure())
+                level, waits, cpu, pg, idle, pg_idle, pre, own, thr = asyncio.run(measure())
             finally:
                 sampler.stop(1.0)
                 sampler.close()
                 server.stop()
+                if group is not None:
+                    group.remove()
                 db.drop()
             k = 1000 / max(1, level.sent)
             row = {"sent": level.sent, "p50": level.p50, "p99": level.p99,
@@ -202,8 +310,23 @@ def run_scaling(args: Any) -> None:
                    "net": (cpu - idle) * k, "pg_net": (pg - pg_idle) * k, "idle": idle * k,
                    "pre": pre / max(1, level.sent),
                    "lock": lock_wait(waits) * k, "wal": wal_wait(waits) * k,
-                   "load": os.getloadavg()[0]}  # fmt: skip
+                   "load": os.getloadavg()[0], "rps": level.sent / args.seconds,
+                   "busy": cpu / args.seconds, "gen": own * k,
+                   "throttled": thr / args.seconds}  # fmt: skip
+            # What the whole pipeline could reach if it had every core here and nothing else ran.
+            row["bound"] = len(cores) * 1000 / (row["cpu"] + row["pg"] + row["gen"])
             rows[workers].append(row)
+            if saturate:
+                where = (f"capped at {quota * workers:g} cores" if quota else
+                         f"on core(s) {','.join(map(str, cores[:workers]))}")  # fmt: skip
+                print(f"  round {rnd + 1}, {workers} worker(s) {where}: {row['rps']:.0f} req/s, "
+                      f"server {row['busy']:.2f} cores busy, p50 {level.p50:.1f} ms, "
+                      f"{level.errors} errors; per 1,000 requests: server CPU {row['cpu']:.2f} s, "
+                      f"PostgreSQL {row['pg']:.2f} s, load generator {row['gen']:.2f} s "
+                      f"(pipeline bound on {len(cores)} cores: {row['bound']:.0f} requests/s); "
+                      f"lock waits {row['lock']:.3f} s; throttled {row['throttled']:.2f} s/s; "
+                      f"load average {row['load']:.1f}", flush=True)  # fmt: skip
+                continue
             print(f"  round {rnd + 1}, {workers} worker(s): {level.sent} requests, p50 "
                   f"{level.p50:.1f} ms, p99 {level.p99:.1f} ms, {level.errors} errors; per 1,000 "
                   f"requests: server CPU {row['cpu']:.2f} s ({row['idle']:.2f} s of it the "
@@ -220,6 +343,33 @@ def run_scaling(args: Any) -> None:
         return statistics.median(r[key] for r in rows[w])
 
     base, base_net = med(counts[0], "cpu"), med(counts[0], "net")
+    if saturate:
+        base_rps = med(counts[0], "rps")
+        print(f"\n{'workers':>7}  {'requests/s':>18}  {'x':>5}  {'server cores busy':>18}  "
+              f"{'server CPU s/1k':>18}  {'x':>5}  {'PostgreSQL s/1k':>18}  "
+              f"{'generator s/1k':>18}  {'pipeline bound/s':>18}  {'of bound':>8}")  # fmt: skip
+        for w in counts:
+            print(f"{w:>7}  {rng(w, 'rps', '.0f'):>18}  {med(w, 'rps') / base_rps:>5.2f}  "
+                  f"{rng(w, 'busy', '.2f'):>18}  {rng(w, 'cpu', '.2f'):>18}  "
+                  f"{med(w, 'cpu') / base:>5.2f}  {rng(w, 'pg', '.2f'):>18}  "
+                  f"{rng(w, 'gen', '.2f'):>18}  {rng(w, 'bound', '.0f'):>18}  "
+                  f"{med(w, 'rps') / med(w, 'bound'):>8.2f}")  # fmt: skip
+        print(f"x: ratio to {counts[0]} worker(s), median (range) over rounds. pipeline bound: "
+              f"{len(cores)} cores / (server + PostgreSQL + load generator CPU a request), the "
+              "most this machine could serve with nothing else running.")  # fmt: skip
+        if quota:
+            print(f"Each worker has {quota:g} core of CPU budget (cgroup quota on the server's "
+                  "processes), the rest of the machine is left to PostgreSQL and the load "
+                  "generator: x is requests/s scaling with the worker count at that budget, "
+                  "measured; it says nothing about a worker on a whole core, nor about "
+                  "PostgreSQL's own scaling past this machine.")  # fmt: skip
+        else:
+            print("Workers are pinned, PostgreSQL and the load generator are not: past one "
+                  "worker they compete with the server for the same cores, so requests/s "
+                  "cannot show N-core scaling here; constant server CPU a request and a rate "
+                  "near the pipeline bound say the server adds no shared bottleneck of its "
+                  "own.")  # fmt: skip
+        return
     print(f"\n{'workers':>7}  {'server CPU s/1k req':>22}  {'x':>5}  {'net of idle s/1k':>22}  "
           f"{'x':>5}  {'PostgreSQL CPU s/1k':>20}  {'PG net of idle':>20}  "
           f"{'lock wait s/1k':>20}  {'WAL wait s/1k':>20}  {'preempted/req':>16}")  # fmt: skip

@@ -29,6 +29,21 @@ counts alternates), measuring server CPU-seconds per 1,000 requests (the process
 WAL flushes (sampled from pg_stat_activity every 10 ms). Constant CPU per request and no lock
 waits growing with the worker count mean N workers on N free cores serve N times the load; it
 is not a throughput measurement.
+
+--scaling 1,2 --saturate: the same, each trainer posting back to back (a closed loop of
+--trainers connections a worker, so every server runs at saturation with the same requests in
+flight a worker: more in one process than its pool's 10 connections would open and close
+overflow connections at every request) and the server's processes pinned to
+cores 0..N-1 (the load generator and PostgreSQL are not pinned: they share every core). Adds
+requests/s reached, server cores busy, the load generator's CPU per request and what the whole
+pipeline (server + PostgreSQL + load generator CPU per request) could reach on this machine's
+cores: with fewer cores than server + database + client need, it measures how close N workers
+get to that bound, not N-core scaling. --cpu-quota 0.25 caps the server's processes at 0.25 core
+a worker (a cgroup CPU quota; needs root) instead of pinning: N workers get N x 0.25 cores, a
+scaled-down 'one core a worker' that leaves the rest of the machine to PostgreSQL and the load
+generator, so requests/s from 1 to N workers is a measured scaling ratio at that budget. The
+quota throttles the server every 100 ms period, which makes its CPU per request noisy and
+higher the smaller the budget (a ratio above N comes from there: compare the CPU column).
 """
 
 from __future__ import annotations
@@ -187,7 +202,9 @@ class Target:
         new = await asyncio.gather(*(bounded(i) for i in range(len(self.trainers), n)))
         self.trainers.extend(new)
 
-    async def run_level(self, n: int, seconds: float, warmup: float) -> Level:
+    async def run_level(self, n: int, seconds: float, warmup: float,
+                        interval: float = 1.0) -> Level:
+        """`interval`: seconds between a trainer's requests (0: back to back, a closed loop)."""
         await self.ensure(n)
         level = Level(n)
         loop = asyncio.get_running_loop()
@@ -196,7 +213,7 @@ class Target:
         headers = {"Content-Type": "application/json", "Content-Encoding": "gzip"}
 
         async def trainer(tr: Trainer) -> None:
-            nxt = start + random.random()  # random phase within the first second
+            nxt = start + random.random() * interval  # random phase within the first one
             while True:
                 now = loop.time()
                 if nxt > now:
@@ -228,7 +245,7 @@ class Target:
                     else:
                         level.errors += 1
                         level.error_kinds[kind] = level.error_kinds.get(kind, 0) + 1
-                nxt = max(nxt + 1.0, done)  # one in flight; late -> next goes out at once
+                nxt = max(nxt + interval, done)  # one in flight; late -> next goes at once
 
         await asyncio.gather(*(trainer(tr) for tr in self.trainers[:n]))
         level.seconds = seconds
@@ -300,6 +317,12 @@ def main() -> None:
     ap.add_argument("--baseline-ref", help="also measure a server built from this git revision")
     ap.add_argument("--scaling", help="worker counts, e.g. 1,2,4: the CPU/lock proxy (above)")
     ap.add_argument("--rounds", type=int, default=2, help="--scaling: rounds per worker count")
+    ap.add_argument("--saturate", action="store_true",
+                    help="--scaling: --trainers a worker posting back to back, server pinned to "
+                    "N cores (above)")
+    ap.add_argument("--cpu-quota", type=float,
+                    help="--saturate: cap the server at this many cores a worker (cgroup quota) "
+                    "instead of pinning whole cores")
     args = ap.parse_args()
     if args.scaling:
         from bench._scaling import run_scaling
