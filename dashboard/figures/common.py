@@ -20,6 +20,7 @@ PALETTE = (
     "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac",
 )  # fmt: skip
 GREY = "#9aa0a6"
+BROKE_RED = "#c62828"  # a break: the run fell off the curve it was on
 N_CURVE = 160
 
 # A small template: plotly's default template adds ~7 kB to every figure sent to the browser.

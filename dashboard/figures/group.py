@@ -12,6 +12,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from scalewatch.dashboard.figures.common import (
+    BROKE_RED,
     PALETTE,
     a_text,
     base_layout,
@@ -24,8 +25,6 @@ from scalewatch.dashboard.figures.common import (
     positive,
     vline,
 )
-
-BROKE = "#c62828"
 
 
 def group_color(name: str) -> str:
@@ -157,8 +156,8 @@ def group_figure(
             near = int(np.argmin(np.abs(c - at)))
             fig.add_trace(go.Scatter(
                 x=[at], y=[float(y[near])], mode="markers",
-                marker={"color": BROKE, "size": 12, "symbol": "x-thin",
-                        "line": {"width": 3, "color": BROKE}},
+                marker={"color": BROKE_RED, "size": 12, "symbol": "x-thin",
+                        "line": {"width": 3, "color": BROKE_RED}},
                 name=f"{html.escape(str(m['name']))} broke", meta="break",
                 hovertemplate=f"{html.escape(str(m['name']))} broke here "
                               f"(−{float(brk.get('drop') or 0):.3f})<extra></extra>",

@@ -11,6 +11,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from scalewatch.dashboard.figures.common import (
+    BROKE_RED,
     GREY,
     a_text,
     base_layout,
@@ -117,7 +118,7 @@ def _fit_traces(fit: dict[str, Any], color: str, end: float) -> list[go.Scatter]
         traces.append(
             go.Scatter(
                 x=[at, end], y=[ceiling, ceiling], mode="lines",
-                line={"color": "#c62828", "width": 1.5, "dash": "dot"},
+                line={"color": BROKE_RED, "width": 1.5, "dash": "dot"},
                 name=f"new ceiling ≤ {ceiling:.3f}", meta="ceiling_upper",
                 hovertemplate=f"the ceiling since the break is at most {ceiling:.3f}"
                               "<extra></extra>",
@@ -209,7 +210,7 @@ def run_figure(
     if brk and brk.get("compute") and float(brk["compute"]) > 0:
         # Where the run fell off its curve: the regime the fit describes starts here (or, with
         # too few points since, the solid curve is the one the run was on before).
-        vline(fig, float(brk["compute"]), f"break −{brk['drop']:.3f}", "#c62828", 1.5, 0.9)
+        vline(fig, float(brk["compute"]), f"break −{brk['drop']:.3f}", BROKE_RED, 1.5, 0.9)
     if warmup and warmup > lo:
         # On a log axis shapes take data values, annotations log10 values.
         fig.add_shape(
@@ -246,7 +247,10 @@ def history_figure(history: list[dict[str, Any]], *, color: str, unit: str) -> g
         return empty_figure("no fits yet", title)
     ok = [h for h in rows if h.get("A") is not None]
     lb = [h for h in rows if h.get("A") is None and h.get("A_lower_bound") is not None]
-    if not ok and not lb:  # fits so far say nothing about A (too few points, a break)
+    # A broken run's fits withhold A; what they do say is how high its new ceiling can be.
+    broke = [h for h in rows if h.get("A") is None
+             and (h.get("break") or {}).get("ceiling_upper") is not None]
+    if not ok and not lb and not broke:  # fits so far say nothing about A (too few points)
         return empty_figure("no estimate of A yet", title)
     fig = go.Figure()
     if ok:
@@ -274,6 +278,20 @@ def history_figure(history: list[dict[str, Any]], *, color: str, unit: str) -> g
                 meta="A_lower_bound",
             )
         )
+    if broke:
+        fig.add_trace(
+            go.Scatter(
+                x=[h["max_compute"] for h in broke],
+                y=[h["break"]["ceiling_upper"] for h in broke],
+                mode="markers",
+                marker={"symbol": "triangle-down", "color": BROKE_RED, "size": 9},
+                name="A ≤ (broke)",
+                meta="ceiling_upper",
+                customdata=[[h["break"].get("drop") or 0.0] for h in broke],
+                hovertemplate="the run broke (−%{customdata[0]:.3f}): its ceiling is at most "
+                              "%{y:.3f}<extra></extra>",
+            )
+        )
     base_layout(fig, title, f"compute fitted ({unit}, log scale)", "A", log_x=True)
     xs = [h["max_compute"] for h in rows]
     x_lo, x_hi = min(xs), max(xs)
@@ -286,6 +304,7 @@ def history_figure(history: list[dict[str, Any]], *, color: str, unit: str) -> g
     # lone point would otherwise get plotly's default of +-1 around it).
     ys = [v for h in ok for v in (h.get("A_ci") or [h["A"], h["A"]]) if v is not None]
     ys += [h["A"] for h in ok] + [h["A_lower_bound"] for h in lb]
+    ys += [h["break"]["ceiling_upper"] for h in broke]
     lo, hi = min(ys), max(ys)
     pad = max(0.02, 0.1 * (hi - lo))
     fig.update_yaxes(range=[max(lo - pad, 0.0 if lo >= 0 else lo - pad), hi + pad])

@@ -448,6 +448,10 @@ class FitHistoryEntry(BaseModel):
     B: float | None
     C_mid: float | None
     predicted_at_target: float | None
+    break_: dict[str, Any] | None = Field(
+        None, alias="break",
+        description="the fit's break (compute, step, drop, ceiling_upper, regime) or null: a "
+                    "broken run's fit withholds A, and ceiling_upper bounds its new ceiling")
 
 
 class FitHistory(BaseModel):

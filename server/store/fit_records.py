@@ -59,7 +59,7 @@ class FitRecord(PublicFit, total=False):
     internal: dict[str, Any]
 
 
-class FitHistoryEntry(TypedDict):
+class FitHistoryEntry(_BreakKey, TypedDict):
     """One row of `GET /runs/{id}/fits`: how A moved as compute grew."""
 
     id: int
@@ -74,6 +74,33 @@ class FitHistoryEntry(TypedDict):
     B: float | None
     C_mid: float | None
     predicted_at_target: float | None
+
+
+# What a history row keeps of a fit's break: where it started, how far the run fell and the
+# most its new ceiling can be -- the A that a broken fit withholds, so the A history does not
+# fall silent exactly when the ceiling drops.
+BREAK_HISTORY_KEYS = ("compute", "step", "drop", "ceiling_upper", "regime")
+
+
+def history_entry(row: Any, created_at: str | None) -> FitHistoryEntry:
+    """A history row from a stored fit row (run fit or group fit: the same columns)."""
+    res = row.result or {}
+    brk = res.get("break")
+    return {
+        "id": row.id,
+        "created_at": created_at,
+        "status": row.status,
+        "n_points": row.n_points,
+        "max_compute": row.max_compute,
+        "A": row.A,
+        "A_ci": [row.A_lo, row.A_hi] if row.A_lo is not None else None,
+        "has_intervals": row.has_intervals,
+        "A_lower_bound": res.get("A_lower_bound"),
+        "B": res.get("B"),
+        "C_mid": res.get("C_mid"),
+        "predicted_at_target": res.get("predicted_at_target"),
+        "break": {k: brk.get(k) for k in BREAK_HISTORY_KEYS} if brk else None,
+    }
 
 
 # The compact view carried by run lists (`run["fit"]`); the full record comes from /fit.

@@ -17,6 +17,7 @@ from scalewatch.server.store.fit_records import (
     FitRecord,
     fit_columns,
     fit_summary,
+    history_entry,
 )
 from scalewatch.server.store.runs_sql import explicit_fit_metric, resolve_fit_metric
 
@@ -300,26 +301,7 @@ class FitsMixin(SqlBase):
                 .order_by(Fit.id.desc())
                 .limit(limit)
             ).all()
-            out: list[FitHistoryEntry] = []
-            for r in reversed(rows):
-                res = r[9] or {}
-                out.append(
-                    {
-                        "id": r[0],
-                        "created_at": iso(r[1]),
-                        "status": r[2],
-                        "n_points": r[3],
-                        "max_compute": r[4],
-                        "A": r[5],
-                        "A_ci": [r[6], r[7]] if r[6] is not None else None,
-                        "has_intervals": r[8],
-                        "A_lower_bound": res.get("A_lower_bound"),
-                        "B": res.get("B"),
-                        "C_mid": res.get("C_mid"),
-                        "predicted_at_target": res.get("predicted_at_target"),
-                    }
-                )
-            return name, out
+            return name, [history_entry(r, iso(r.created_at)) for r in reversed(rows)]
 
     # ---- inputs of an alert evaluation ----------------------------------------------------
     def best_ok_fit(self, series_id: int) -> FitRecord | None:

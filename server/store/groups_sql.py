@@ -19,27 +19,10 @@ from scalewatch.server.store.fit_records import (
     FitRecord,
     fit_columns,
     fit_summary,
+    history_entry,
 )
 from scalewatch.server.store.group_marks import mark_group_dirty
 from scalewatch.server.store.runs_sql import explicit_fit_metric, resolve_fit_metric
-
-
-def _history_entry(r: Any) -> FitHistoryEntry:
-    res = r.result or {}
-    return {
-        "id": r.id,
-        "created_at": iso(r.created_at),
-        "status": r.status,
-        "n_points": r.n_points,
-        "max_compute": r.max_compute,
-        "A": r.A,
-        "A_ci": [r.A_lo, r.A_hi] if r.A_lo is not None else None,
-        "has_intervals": r.has_intervals,
-        "A_lower_bound": res.get("A_lower_bound"),
-        "B": res.get("B"),
-        "C_mid": res.get("C_mid"),
-        "predicted_at_target": res.get("predicted_at_target"),
-    }
 
 
 class GroupsMixin(SqlBase):
@@ -301,7 +284,7 @@ class GroupsMixin(SqlBase):
                 .order_by(GroupFit.id.desc())
                 .limit(limit)
             ).all()
-            return [_history_entry(r) for r in reversed(rows)]
+            return [history_entry(r, iso(r.created_at)) for r in reversed(rows)]
 
     def best_ok_group_fit(self, group_series_id: int) -> FitRecord | None:
         """The group's `ok` fit with the highest A interval lower end (`asymptote_drop`)."""

@@ -118,6 +118,12 @@ def test_collapse_fires_off_curve(live_app):
     last = client.get(f"/api/v1/runs/{rid}/fit").json()
     assert last["break"] and last["break"]["drop"] > 0.2  # the engine says it broke, and how
     assert 7000 <= last["break"]["compute"] <= 10000  # the fall starts at 9000
+    # The fit history says so too: the broken fit withholds A but bounds the new ceiling.
+    history = client.get(f"/api/v1/runs/{rid}/fits").json()["fits"]
+    assert history[-1]["id"] == last["fit_id"] and history[-1]["A"] is None
+    assert history[-1]["break"]["ceiling_upper"] == last["break"]["ceiling_upper"]
+    assert history[-1]["break"]["compute"] == last["break"]["compute"]
+    assert all(h["break"] is None for h in history if h["status"] == "ok")
     alerts = _alerts(client, run=rid)
     off = [a for a in alerts if a["kind"] == "off_curve"]
     assert len(off) == 1 and off[0]["state"] == "open", alerts

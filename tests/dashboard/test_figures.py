@@ -177,6 +177,26 @@ def test_run_figure_marks_a_break() -> None:
     assert list(metas["ceiling_upper"].y) == [0.54, 0.54]
 
 
+def test_history_marks_the_ceiling_of_a_broken_run() -> None:
+    # Fits after a break withhold A; the history shows the bound on the new ceiling instead of
+    # going silent, on an axis that reaches down to it.
+    hist = [
+        {"max_compute": 4000.0, "A": 0.6, "A_ci": [0.58, 0.63], "A_lower_bound": 0.58},
+        {"max_compute": 6000.0, "A": None, "A_ci": None, "A_lower_bound": None,
+         "break": {"compute": 5000.0, "drop": 0.08, "ceiling_upper": 0.52}},
+    ]
+    fig = F.history_figure(hist, color="#123456", unit="GPU-hours")
+    assert set(_metas(fig)) == {"A", "ceiling_upper"}
+    broke = fig.data[_metas(fig).index("ceiling_upper")]
+    assert list(broke.x) == [6000.0] and list(broke.y) == [0.52]
+    assert broke.marker.symbol == "triangle-down"
+    lo, hi = fig.layout.yaxis.range
+    assert lo < 0.52 and hi > 0.63
+    # Only broken fits: still a chart, not "no estimate of A yet".
+    only = F.history_figure(hist[1:], color="#123456", unit="GPU-hours")
+    assert _metas(only) == ["ceiling_upper"]
+
+
 def test_early_runs_get_sensible_axes_and_every_run_a_label() -> None:
     # One point: the pass-rate axis hugs it instead of plotly's -0.5..1.5 padding.
     fig = F.run_figure({"compute": [100.0], "values": [0.31]}, None, color="#000",
