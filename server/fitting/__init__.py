@@ -47,8 +47,10 @@ How ``method="default"`` fits (modules in brackets):
    [hindcast].
 6. Status: ``insufficient_data`` (< 5 usable points, < 4 distinct compute values, no upward
    signal, or a collapse with no break to report), ``unidentified`` (A's 95% interval touches
-   the value range or is wider than 0.1, C_mid may lie beyond the data, or the run broke and
-   the new regime cannot be fitted yet; A withheld, ``A_lower_bound`` given), else ``ok``.
+   the value range or is wider than 0.1, C_mid may lie beyond the data, the window ends short
+   of 2.5 x the fitted C_mid -- claims before that held the true A only ~80% of the time -- or
+   the run broke and the new regime cannot be fitted yet; A withheld, ``A_lower_bound``
+   given), else ``ok``.
    0.1 is a product choice: an A known to +-0.05 is what a user can act on (the paper's own
    margin for "same ceiling" is 0.02, and comparisons use the full intervals).
 

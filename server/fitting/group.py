@@ -180,7 +180,7 @@ def _pooled(
     n_points = int(sum(preps[i].y.size for i in idx))
     rmse = float(np.sqrt(np.mean([float(fits[i].rmse or 0.0) ** 2 for i in idx])))
     a_med = float(np.median(d.a))
-    why = withheld_because(ci["A"], ci["C_mid"], fit_range[1], (lo, hi))
+    why = withheld_because(ci["A"], ci["C_mid"], fit_range[1], (lo, hi), float(np.median(cm)))
     common: dict[str, Any] = dict(
         B=float(np.median(d.b)), C_mid=float(np.median(cm)), R0=float(np.median(r0_mean)),
         r0_source=sources.pop() if len(sources) == 1 else "fitted", ci=ci,
