@@ -48,8 +48,8 @@ def test_defaults(env: pytest.MonkeyPatch, tmp_path: Path) -> None:
     assert s.database_url == f"sqlite:///{tmp_path / 'scalewatch.db'}" and s.is_sqlite
     assert (s.host, s.port, s.auth, s.public_url) == ("127.0.0.1", 8765, True, None)
     assert (s.pool_size, s.max_overflow, s.workers_enabled, s.dashboard_enabled) == (
-        10,
-        10,
+        20,
+        0,
         True,
         True,
     )
