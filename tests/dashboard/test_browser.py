@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import time
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
@@ -187,9 +188,10 @@ def test_select_two_runs_compare_and_budget_flips_winner(seeded, page) -> None: 
     page.locator("#runs-compare-btn").get_by_text("Compare 2 runs").wait_for()
     page.locator("#runs-compare-btn").click()
     page.wait_for_url(re.compile(r"/dashboard/compare\?runs="))
-    assert sorted(map(int, re.search(r"runs=([\d,]+)", page.url).group(1).split(","))) == sorted(
-        [fast, slow]
-    )
+    # Read the query decoded: once the page keeps its URL in step (replaceState), the comma is
+    # percent-encoded ("runs=1%2C2"), which a regex on the raw URL read as run 1 alone.
+    runs = parse_qs(urlsplit(page.url).query)["runs"][0]
+    assert sorted(map(int, runs.split(","))) == sorted([fast, slow])
     wait_graph(page, "cmp-graph", 6)
     metas = [t["meta"] for t in graph_data(page, "cmp-graph")]
     assert metas.count("fit") == 2 and metas.count("extrapolation") == 2
