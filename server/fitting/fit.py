@@ -23,7 +23,7 @@ COARSE = (12, 8)  # coarse (m, B) check grid used to validate warm starts
 ID_MAX_WIDTH = 0.1  # A interval wider than this -> unidentified
 EDGE_EPS = 1e-3
 KNEE_FACTOR = 1.5  # the window must reach KNEE_FACTOR x the upper bound of C_mid to claim A
-PAST_KNEE = 2.5  # ... and PAST_KNEE x the fitted C_mid (see ``withheld_because``)
+PAST_KNEE = 2.5  # ... and PAST_KNEE x the fitted C_mid (see ``too_early``)
 MIN_REGIME = 12  # evaluations since a break needed to fit the new regime
 BREAK_BINS = 96  # log-compute bins of the break test's prefix refits
 
@@ -323,7 +323,7 @@ def broken(prep: Prepared, options: FitOptions, brk: Break) -> FitResult:
 
 def withheld_because(
     ci_a: tuple[float, float], ci_cmid: tuple[float, float] | None, fit_end: float | None,
-    value_range: tuple[float, float], c_mid: float | None,
+    value_range: tuple[float, float],
 ) -> str | None:
     """Why A must be withheld (``unidentified``), or None when it can be claimed."""
     lo, hi = value_range
@@ -337,14 +337,21 @@ def withheld_because(
     # A there is how forecasts end up confidently wrong.
     if ci_cmid is not None and fit_end is not None and KNEE_FACTOR * ci_cmid[1] > fit_end:
         return "is narrow, but C_mid may still lie beyond the data"
-    # ... and well behind it: until the window reaches PAST_KNEE x the fitted C_mid, the top of
-    # the curve is extrapolated, and noise that flattens the newest points makes A look both
-    # low and certain.  Measured (``bench/calibration.py``, 2,700 claims): claims made before
-    # 2.5 x the fitted C_mid held the true A 80% of the time, those after it 94-97%.
-    if c_mid is not None and fit_end is not None and PAST_KNEE * c_mid > fit_end:
-        return (f"is narrow, but the run is only {fit_end / c_mid:.1f} x past its fitted C_mid, "
-                f"its knee, and A is claimed from {PAST_KNEE:g} x")
     return None
+
+
+def too_early(c_mid: float | None, fit_end: float | None) -> str | None:
+    """Why an A that ``withheld_because`` lets through must still wait, or None.
+
+    The run must be well behind its knee: until the window reaches PAST_KNEE x the fitted
+    C_mid, the top of the curve is extrapolated, and noise that flattens the newest points makes
+    A look both low and certain.  Measured (``bench/calibration.py``, 2,700 claims): claims
+    made before 2.5 x the fitted C_mid held the true A 80% of the time, those after it 94-97%.
+    """
+    if c_mid is None or fit_end is None or PAST_KNEE * c_mid <= fit_end:
+        return None
+    return (f"is narrow, but the run is only {fit_end / c_mid:.1f} x past its fitted C_mid, "
+            f"its knee, and A is claimed from {PAST_KNEE:g} x")
 
 
 def a_lower_bound(ci_a: tuple[float, float], draws: Any, fit_end: float | None) -> float:
@@ -409,7 +416,10 @@ def finish(prep: Prepared, options: FitOptions, pf: PointFit) -> FitResult:
         curve_iv, pred_iv = post.curve_interval, post.predicted_interval
         draws = tuple(tuple(map(float, r)) for r in post.draws)  # type: ignore[misc]
     fit_end = None if prep.fit_range is None else prep.fit_range[1]
-    why = withheld_because(ci_a, None if ci is None else ci["C_mid"], fit_end, (lo, hi), c_mid)
+    why = withheld_because(ci_a, None if ci is None else ci["C_mid"], fit_end, (lo, hi))
+    tail = "; the run has probably not passed its knee"
+    if why is None:
+        why, tail = too_early(c_mid, fit_end), ""
     if why is not None:
         lower = a_lower_bound(ci_a, draws, fit_end)
         a_lo, a_hi = ci_a
@@ -417,8 +427,7 @@ def finish(prep: Prepared, options: FitOptions, pf: PointFit) -> FitResult:
             status="unidentified", A=None, A_lower_bound=lower, ci=ci,
             predicted_at_target=pred, predicted_interval=pred_iv, curve_interval=curve_iv,
             message=f"A is not pinned down yet (its 95% interval [{a_lo:.3f}, {a_hi:.3f}] "
-                    f"{why})" + ("" if "its knee" in why else
-                                 "; the run has probably not passed its knee"),
+                    f"{why}){tail}",
             draws=draws, **common)
     return FitResult(
         status="ok", A=a_point, A_lower_bound=ci_a[0], ci=ci, predicted_at_target=pred,

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .fit import a_lower_bound, fit_curve, prepare, withheld_because
+from .fit import a_lower_bound, fit_curve, prepare, too_early, withheld_because
 from .intervals import DRIFT_RATE, M_CLIP, a_interval, at_target, q95, thin_draws
 from .pooled import Seed, sample_pooled
 from .posterior import posterior_axes
@@ -180,7 +180,8 @@ def _pooled(
     n_points = int(sum(preps[i].y.size for i in idx))
     rmse = float(np.sqrt(np.mean([float(fits[i].rmse or 0.0) ** 2 for i in idx])))
     a_med = float(np.median(d.a))
-    why = withheld_because(ci["A"], ci["C_mid"], fit_range[1], (lo, hi), float(np.median(cm)))
+    why = (withheld_because(ci["A"], ci["C_mid"], fit_range[1], (lo, hi))
+           or too_early(float(np.median(cm)), fit_range[1]))
     common: dict[str, Any] = dict(
         B=float(np.median(d.b)), C_mid=float(np.median(cm)), R0=float(np.median(r0_mean)),
         r0_source=sources.pop() if len(sources) == 1 else "fitted", ci=ci,

@@ -9,7 +9,7 @@ import pytest
 
 from scalewatch.server.fitting import FitOptions, FitResult, fit_curve, predict, predict_band
 from scalewatch.server.fitting import grid as G
-from scalewatch.server.fitting.fit import PAST_KNEE, point_fit, prepare, withheld_because
+from scalewatch.server.fitting.fit import PAST_KNEE, point_fit, prepare, too_early
 from scalewatch.server.fitting.result import PUBLIC_KEYS
 
 from .helpers import ROWS, table1_run
@@ -207,11 +207,9 @@ def test_bad_warm_start_falls_back_to_full_grid() -> None:
 def test_a_is_claimed_only_well_past_the_knee() -> None:
     # A narrow interval is not enough while the window ends short of PAST_KNEE x the fitted
     # C_mid: such claims held the true A only 80% of the time in bench/calibration.py.
-    narrow, cmid_ci = (0.58, 0.63), (2000.0, 2600.0)
-    early = withheld_because(narrow, cmid_ci, 2.2 * 2400.0, (0.0, 1.0), 2400.0)
+    early = too_early(2400.0, 2.2 * 2400.0)
     assert early is not None and "2.2 x past its fitted C_mid" in early
-    assert withheld_because(narrow, cmid_ci, PAST_KNEE * 2400.0, (0.0, 1.0), 2400.0) is None
-    assert withheld_because(narrow, cmid_ci, 3.0 * 2400.0, (0.0, 1.0), 2400.0) is None
+    assert too_early(2400.0, PAST_KNEE * 2400.0) is None and too_early(2400.0, 3 * 2400.0) is None
     # A real run at 2 x C_mid whose persistent noise makes its interval look narrow: withheld,
     # with the reason in words (and no "not passed its knee": it has).
     c, y, _ = table1_run("ScaleRL", 2542 * 8, 8, rho=0.95, n_evals=160)
