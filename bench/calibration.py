@@ -22,7 +22,9 @@ A-interval coverage and median width among ``ok`` answers; forecast median / p90
 against the noiseless value at the run's end; forecast-interval coverage (``predicted_interval``
 vs the run's final noisy evaluation) and median width; confidently wrong (``ok`` and the true
 A more than 0.05 outside A's interval).  Beside it, a plain least-squares fit (``curve_fit``)
-and the paper's method.
+and the paper's method.  Then the claims the default method would make without its
+past-the-knee rule (``fit.too_early``), binned by how far the window's end lies past the fitted
+C_mid, with their A coverage: the evidence that rule's 2.5 x rests on.
 
 ``--noise-prior`` adds the default method with the opt-in project priors: a noise family stands
 for a project (one evaluation set, the ten Table-1 recipes), and each run's priors are learned
@@ -50,7 +52,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scalewatch.server.fitting import FitOptions, fit_curve, predict_interval  # noqa: E402
 from scalewatch.server.fitting.b_prior import learn_b_prior, log_b_estimate  # noqa: E402
-from scalewatch.server.fitting.fit import ID_MAX_WIDTH, prepare  # noqa: E402
+from scalewatch.server.fitting.fit import (  # noqa: E402
+    ID_MAX_WIDTH,
+    PAST_KNEE,
+    prepare,
+    withheld_because,
+)
 from scalewatch.server.fitting.hindcast import hindcast_of, learn_drift_rate  # noqa: E402
 from scalewatch.server.fitting.noise_prior import learn_rho_prior  # noqa: E402
 from scalewatch.server.fitting.paper import fit_baseline  # noqa: E402
@@ -121,13 +128,20 @@ def fit_one(run: dict, window: float, method: str, prior: Prior = NO_PRIOR) -> d
         res = fit_curve(run["c"], run["y"], opts)
     ms = 1000 * (time.perf_counter() - t0)
     ci_a = res.ci.get("A") if res.ci else None
+    # Past the knee?  The window's end over the fitted C_mid, and whether A would be claimed
+    # without the too_early rule: the evidence for that rule (``past_knee_table``).
+    ratio = would_claim = None
+    if res.fit_range is not None and res.C_mid and ci_a is not None and res.ci:
+        ratio = float(res.fit_range[1]) / float(res.C_mid)
+        would_claim = withheld_because(tuple(ci_a), res.ci.get("C_mid"), res.fit_range[1],
+                                       tuple(res.value_range)) is None
     piv0 = None
     if res.predicted_interval is not None:
         piv0 = tuple(float(v[0]) for v in predict_interval(res, [run["end"]],
                                                            misspecification=False))
     return dict(status=res.status, pred=res.predicted_at_target, a_hat=res.a_fit, ci_a=ci_a,
-                piv=res.predicted_interval, piv0=piv0, ms=ms,
-                brk=getattr(res, "break_", None) is not None)
+                piv=res.predicted_interval, piv0=piv0, ms=ms, ratio=ratio,
+                would_claim=would_claim, brk=getattr(res, "break_", None) is not None)
 
 
 def _pct(v: list[bool]) -> str:
@@ -239,6 +253,7 @@ def synthetic(args: argparse.Namespace) -> None:
         rows = [x for f in fams for w in pooled for x in results[(f, method, w)]]
         if rows:
             print(row(">=2x", method, rows, ""))
+    past_knee_table([x for f in fams for w in WINDOWS for x in results[(f, "default", w)]])
     print("\n-- default method, per family --")
     print(HEAD.replace("  window  method    ", "  window  family    "))
     for f in fams:
@@ -249,6 +264,18 @@ def synthetic(args: argparse.Namespace) -> None:
             for method in PRIORS:
                 if results[(f, method, w)]:
                     print(row(f"{w:g}x", method, results[(f, method, w)], oracle_rate(rows, sds)))
+
+
+def past_knee_table(rows: list[tuple[dict, dict]]) -> None:
+    """A coverage of the claims the fit would make without ``fit.too_early``, by how far the
+    window's end lies past the fitted C_mid (all windows pooled): what PAST_KNEE is set from."""
+    claims = [(o["ratio"], r["a_true"], o["ci_a"]) for r, o in rows if o.get("would_claim")]
+    print(f"\n-- default method: claims without the {PAST_KNEE:g} x rule, by window end / "
+          "fitted C_mid (all windows) --")
+    for lo, hi in ((0.0, 2.0), (2.0, 2.5), (2.5, 3.0), (3.0, 4.0), (4.0, np.inf)):
+        cov = [a_lo <= a <= a_hi for q, a, (a_lo, a_hi) in claims if lo <= q < hi]
+        flag = "  withheld" if hi <= PAST_KNEE else ""
+        print(f"  {f'[{lo:g}, {hi:g}) x':12s} claims {len(cov):4d}   A coverage {_pct(cov)}{flag}")
 
 
 def learned_priors(runs: list[dict], b_from: str = "runs") -> list[Prior]:
