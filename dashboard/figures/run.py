@@ -50,6 +50,8 @@ def fit_caption(fit: dict[str, Any] | None, unit: str) -> str:
             ", fit since then" if brk.get("regime") == "fitted" else ""))
     elif fit.get("A") is None:
         parts.append("asymptote not identified yet")
+        if fit.get("message"):  # why, in the engine's words (too wide, or too early to claim)
+            parts[-1] += "<br>" + html.escape(str(fit["message"]))
     return " · ".join(parts) + prior_caption(fit.get("prior") or {})
 
 

@@ -351,7 +351,8 @@ def too_early(c_mid: float | None, fit_end: float | None) -> str | None:
     if c_mid is None or fit_end is None or PAST_KNEE * c_mid <= fit_end:
         return None
     return (f"is narrow, but the run is only {fit_end / c_mid:.1f} x past its fitted C_mid, "
-            f"its knee, and A is claimed from {PAST_KNEE:g} x")
+            f"its knee, and A is claimed from {PAST_KNEE:g} x, at compute "
+            f"{PAST_KNEE * c_mid:,.4g}")
 
 
 def a_lower_bound(ci_a: tuple[float, float], draws: Any, fit_end: float | None) -> float:

@@ -239,6 +239,17 @@ def test_fit_caption_names_a_noise_prior_and_where_it_came_from() -> None:
     assert "drift" not in F.fit_caption(learned, "GPU-hours")
 
 
+def test_fit_caption_says_why_a_is_withheld() -> None:
+    why = ("A is not pinned down yet (its 95% interval [0.550, 0.650] is narrow, but the run is "
+           "only 2.2 x past its fitted C_mid, its knee, and A is claimed from 2.5 x, at compute "
+           "5,705)")
+    fit = {"status": "unidentified", "A": None, "ci": {"A": [0.55, 0.65]}, "B": 2.1,
+           "C_mid": 2282.0, "R0": 0.3, "A_lower_bound": 0.57, "message": why}
+    assert F.fit_caption(fit, "GPU-hours").endswith("asymptote not identified yet<br>" + why)
+    ok = {**fit, "status": "ok", "A": 0.6, "message": ""}
+    assert "<br>" not in F.fit_caption(ok, "GPU-hours")
+
+
 def test_fit_caption_gives_a_b_prior_its_own_line() -> None:
     fit = {"status": "ok", "A": 0.6, "ci": {"A": [0.58, 0.62]}, "B": 1.9, "C_mid": 2500.0,
            "R0": 0.3, "A_lower_bound": 0.58}

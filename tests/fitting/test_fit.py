@@ -209,6 +209,7 @@ def test_a_is_claimed_only_well_past_the_knee() -> None:
     # C_mid: such claims held the true A only 80% of the time in bench/calibration.py.
     early = too_early(2400.0, 2.2 * 2400.0)
     assert early is not None and "2.2 x past its fitted C_mid" in early
+    assert early.endswith("claimed from 2.5 x, at compute 6,000")
     assert too_early(2400.0, PAST_KNEE * 2400.0) is None and too_early(2400.0, 3 * 2400.0) is None
     # A real run at 2 x C_mid whose persistent noise makes its interval look narrow: withheld,
     # with the reason in words (and no "not passed its knee": it has).
