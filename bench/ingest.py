@@ -200,12 +200,19 @@ def bench_client_ceiling(n_values: int, batch: int, clients: int = 1) -> float |
         proc.wait(10)
 
 
+# The reference is pinned: unpinned, the "x MLflow" ratio moved between sessions with the
+# release pip picked (earlier sessions, release not recorded: 4.7-5.6k values/s; 3.17.2: 8.2-9.8k;
+# scalewatch itself unchanged).
+MLFLOW_PIN = "mlflow==3.17.2"
+
+
 def ensure_mlflow() -> Path | None:
     py = MLFLOW_VENV / "bin" / "python"
     if not py.exists():
-        print("installing mlflow into .bench/mlflow-venv (bench-only dependency)...", flush=True)
+        print(f"installing {MLFLOW_PIN} into .bench/mlflow-venv (bench-only dependency)...",
+              flush=True)
         subprocess.run([sys.executable, "-m", "venv", str(MLFLOW_VENV)], check=True)
-        r = subprocess.run([str(py), "-m", "pip", "install", "-q", "mlflow", "psycopg[binary]"])
+        r = subprocess.run([str(py), "-m", "pip", "install", "-q", MLFLOW_PIN, "psycopg[binary]"])
         if r.returncode != 0:
             return None
     return py
