@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Literal, TypedDict
 
+from scalewatch.server.store.common import iso
+
 # "pending": no fit stored yet and one is queued (see
 # `scalewatch.server.services.fits.latest_or_pending`); the other three are
 # `scalewatch.server.fitting.result.STATUSES`.
@@ -82,13 +84,13 @@ class FitHistoryEntry(_BreakKey, TypedDict):
 BREAK_HISTORY_KEYS = ("compute", "step", "drop", "ceiling_upper", "regime")
 
 
-def history_entry(row: Any, created_at: str | None) -> FitHistoryEntry:
+def history_entry(row: Any) -> FitHistoryEntry:
     """A history row from a stored fit row (run fit or group fit: the same columns)."""
     res = row.result or {}
     brk = res.get("break")
     return {
         "id": row.id,
-        "created_at": created_at,
+        "created_at": iso(row.created_at),
         "status": row.status,
         "n_points": row.n_points,
         "max_compute": row.max_compute,

@@ -301,7 +301,7 @@ class FitsMixin(SqlBase):
                 .order_by(Fit.id.desc())
                 .limit(limit)
             ).all()
-            return name, [history_entry(r, iso(r.created_at)) for r in reversed(rows)]
+            return name, [history_entry(r) for r in reversed(rows)]
 
     # ---- inputs of an alert evaluation ----------------------------------------------------
     def best_ok_fit(self, series_id: int) -> FitRecord | None:

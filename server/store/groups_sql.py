@@ -284,7 +284,7 @@ class GroupsMixin(SqlBase):
                 .order_by(GroupFit.id.desc())
                 .limit(limit)
             ).all()
-            return [history_entry(r, iso(r.created_at)) for r in reversed(rows)]
+            return [history_entry(r) for r in reversed(rows)]
 
     def best_ok_group_fit(self, group_series_id: int) -> FitRecord | None:
         """The group's `ok` fit with the highest A interval lower end (`asymptote_drop`)."""
