@@ -32,8 +32,8 @@ is not a throughput measurement.
 
 --scaling 1,2 --saturate: the same, each trainer posting back to back (a closed loop of
 --trainers connections a worker, so every server runs at saturation with the same requests in
-flight a worker: more in one process than its pool's 10 connections would open and close
-overflow connections at every request) and the server's processes pinned to
+flight a worker; up to the pool's size, 20 by default, each has a kept-open connection) and the
+server's processes pinned to
 cores 0..N-1 (the load generator and PostgreSQL are not pinned: they share every core). Adds
 requests/s reached, server cores busy, the load generator's CPU per request and what the whole
 pipeline (server + PostgreSQL + load generator CPU per request) could reach on this machine's
