@@ -1,8 +1,9 @@
 """The common ingest batch decoded and validated in one C pass (msgspec), or None.
 
-`decode_points` is only a fast path: every bound it checks is one `ingest.validate_points`
+`decode_points` (rows) and `decode_batch` (the same rows grouped by metric as columns, what the
+route stores) are only fast paths: every bound they check is one `ingest.validate_points`
 checks too, and at the first doubt (anything msgspec rejects, a metric name the careful checks
-would refuse) it returns None and the caller runs the full parse and validation, which name
+would refuse) they return None and the caller runs the full parse and validation, which name
 every problem with its location. So a batch either gets exactly the rows the careful path
 would return, or the careful path's own answer (400/413/422).
 
@@ -18,8 +19,13 @@ from typing import Annotated, Any
 
 from scalewatch.server import limits
 from scalewatch.server.ingest import (
+    Batch,
     PointRow,
+    SeriesPoints,
     check_name,
+    group_rows,
+    in_order,
+    in_step_order,
     inflate,
     parse_json,
     validate_points,
@@ -72,6 +78,65 @@ def decode_points(data: bytes) -> list[PointRow] | None:
     if any(check_name(n) is not None for n in set(map(_name, rows))):
         return None
     return rows
+
+
+def decode_batch(data: bytes) -> Batch | None:
+    """`decode_points` grouped by metric (`ingest.group_rows`), built straight from the structs:
+    a column per field, no row per value (0.37 ms of rows a 1,000-value batch, then 0.2 ms to
+    group them again). None: ask the careful path."""
+    if _DECODER is None:  # pragma: no cover
+        return None
+    try:
+        points = _DECODER.decode(data).points
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    if not points:
+        return {}
+    metrics = [p.metrics for p in points]
+    names = list(metrics[0])
+    if any(check_name(n) is not None for n in names):
+        return None
+    steps = [p.step for p in points]
+    computes = [p.compute for p in points]
+    walls = [p.time for p in points]
+    columns: dict[str, list[float]] | None = None
+    if sum(map(len, metrics)) == len(names) * len(points):
+        # Every point has len(names) metrics in all: when each has all of `names`, they are
+        # exactly `names` (a trainer's batch), and every metric shares the point columns.
+        try:
+            columns = {n: [m[n] for m in metrics] for n in names}
+        except KeyError:
+            columns = None
+    if columns is not None:
+        if in_order(steps):  # the point columns as they are, shared by every metric
+            return {n: SeriesPoints(steps, computes, columns[n], walls) for n in names}
+        return {n: in_step_order(steps, computes, columns[n], walls) for n in names}
+    # Points with different metrics: each metric's own positions in the body.
+    at: dict[str, tuple[list[int], list[float]]] = {}
+    for i, m in enumerate(metrics):
+        for name, value in m.items():
+            found = at.get(name)
+            if found is None:
+                if check_name(name) is not None:
+                    return None
+                found = at[name] = ([], [])
+            found[0].append(i)
+            found[1].append(value)
+    return {
+        name: in_step_order(
+            [steps[i] for i in idx], [computes[i] for i in idx], values, [walls[i] for i in idx]
+        )
+        for name, (idx, values) in at.items()
+    }
+
+
+def parse_batch(raw: bytes, content_encoding: str | None) -> Batch:
+    """`parse_points` grouped by metric: the same points, or the same IngestError."""
+    data = inflate(raw, content_encoding)
+    batch = decode_batch(data)
+    if batch is None:
+        batch = group_rows(validate_points(parse_json(data)))
+    return batch
 
 
 def parse_points(raw: bytes, content_encoding: str | None) -> list[PointRow]:

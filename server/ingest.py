@@ -11,7 +11,9 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import operator
 import zlib
+from collections.abc import Iterable
 from typing import Any, NamedTuple, TypeGuard, cast
 
 try:  # a C parser several times faster than json for the ingest hot path
@@ -38,6 +40,57 @@ class PointRow(NamedTuple):
     compute: float
     value: float
     wall_time: float | None
+
+
+class SeriesPoints(NamedTuple):
+    """One metric's points of a batch as columns, in step order with one point per step (what
+    the store writes). The lists are shared between the metrics of a batch whose points all
+    carry the same metrics (a trainer's): read them, never change them."""
+
+    steps: list[int]
+    computes: list[float]
+    values: list[float]
+    walls: list[float | None]
+
+
+Batch = dict[str, SeriesPoints]  # metric name -> its points
+
+
+def in_order(steps: list[int]) -> bool:
+    """Strictly increasing: in step order without repeats (one pass, in C)."""
+    return all(map(operator.lt, steps, steps[1:]))
+
+
+def in_step_order(
+    steps: list[int], computes: list[float], values: list[float], walls: list[float | None]
+) -> SeriesPoints:
+    """One metric's columns in step order, one point per step: the last of a repeated step wins
+    (a resend may repeat one). A trainer's batch is already in order without repeats: that is
+    checked in one pass, and only another batch is sorted."""
+    if in_order(steps):
+        return SeriesPoints(steps, computes, values, walls)
+    last = {st: i for i, st in enumerate(steps)}  # the last write of each step
+    order = [last[st] for st in sorted(last)]
+    return SeriesPoints(
+        [steps[i] for i in order],
+        [computes[i] for i in order],
+        [values[i] for i in order],
+        [walls[i] for i in order],
+    )
+
+
+def group_rows(rows: Iterable[PointRow]) -> Batch:
+    """Rows by metric, as `SeriesPoints` (body order per metric, then `in_step_order`)."""
+    cols: dict[str, tuple[list, list, list, list]] = {}
+    for metric, step, compute, value, wall in rows:
+        c = cols.get(metric)
+        if c is None:
+            c = cols[metric] = ([], [], [], [])
+        c[0].append(step)
+        c[1].append(compute)
+        c[2].append(value)
+        c[3].append(wall)
+    return {metric: in_step_order(*c) for metric, c in cols.items()}
 
 
 def decode_body(raw: bytes, content_encoding: str | None) -> Any:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from scalewatch.server.ingest import PointRow
+from scalewatch.server.ingest import Batch, PointRow
 from scalewatch.server.store.fit_records import FitHistoryEntry, FitRecord
 
 if TYPE_CHECKING:
@@ -103,6 +103,7 @@ class RunStore(Protocol):
     def update_run(self, run_id: int, changes: dict[str, Any]) -> dict: ...
     def delete_run(self, run_id: int) -> None: ...
     def ingest_points(self, run_id: int, rows: list[PointRow]) -> Ingested: ...
+    def ingest_batch(self, run_id: int, by_metric: Batch) -> Ingested: ...
     def get_points(
         self,
         run_id: int,

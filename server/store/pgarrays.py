@@ -22,9 +22,7 @@ import numpy as np
 from psycopg.adapt import Dumper
 from psycopg.pq import Format
 
-from scalewatch.server.ingest import PointRow
 from scalewatch.server.store.chunks import COLUMNS as CHUNK_COLUMNS
-from scalewatch.server.store.chunks import ChunkRow
 
 
 class Int4Array(bytes):
@@ -89,21 +87,15 @@ POINTS_INSERT = (
 )
 
 
-def points_params(appends: Sequence[tuple[int, Sequence[PointRow]]]) -> tuple[bytes, ...]:
-    """POINTS_INSERT's arguments for every (series id, rows): series ids, steps, computes,
-    values and wall times (NULL where a point has none), in the order given."""
-    sids: list[int] = []
-    steps: list[int] = []
-    computes: list[float] = []
-    values: list[float] = []
-    walls: list[float | None] = []
-    for sid, batch in appends:
-        _, st, c, v, w = zip(*batch, strict=True)  # columns, in C
-        sids += [sid] * len(batch)
-        steps += st
-        computes += c
-        values += v
-        walls += w
+def points_params(
+    sids: np.ndarray,
+    steps: np.ndarray,
+    computes: np.ndarray,
+    values: np.ndarray,
+    walls: Sequence[float | None],
+) -> tuple[bytes, ...]:
+    """POINTS_INSERT's arguments: the appended points' columns (series ids, steps, computes,
+    values, wall times; a wall time None is NULL), at least one point."""
     if None not in walls:  # the usual batch: every point has its time
         wall = array(Float8Array, walls)
     elif all(w is None for w in walls):
@@ -119,7 +111,7 @@ def points_params(appends: Sequence[tuple[int, Sequence[PointRow]]]) -> tuple[by
     )
 
 
-def _mixed(walls: list[float | None]) -> bytes:
+def _mixed(walls: Sequence[float | None]) -> bytes:
     """A float8[] of some NULLs (a batch mixing points with and without a time: rare)."""
     parts = [struct.pack(">iiiii", 1, 1, 701, len(walls), 1)]
     for w in walls:
@@ -140,9 +132,7 @@ CHUNKS_INSERT = (
 )
 
 
-def chunks_params(rows: Sequence[ChunkRow]) -> tuple[bytes, ...]:
-    """CHUNKS_INSERT's arguments: one array per column of `rows` (at least one row)."""
-    return tuple(
-        array(cls, column) for cls, column in zip(_CHUNK_TYPES, zip(*rows, strict=True),
-                                                  strict=True)
-    )  # fmt: skip
+def chunks_params(columns: Sequence[np.ndarray]) -> tuple[bytes, ...]:
+    """CHUNKS_INSERT's arguments: one array per column (`chunks.level_columns`, at least one
+    row)."""
+    return tuple(array(cls, column) for cls, column in zip(_CHUNK_TYPES, columns, strict=True))

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-import operator
 import threading
-from collections import OrderedDict, defaultdict
+from collections import OrderedDict
+from itertools import repeat
 from typing import Any
 
+import numpy as np
 from sqlalchemy import and_, case, func, select, text, update
 from sqlalchemy.engine import Row
 from sqlalchemy.orm import Session
 
 from scalewatch.server import limits
 from scalewatch.server.db.models import Point, Project, Run, Series, utcnow
-from scalewatch.server.ingest import PointRow
+from scalewatch.server.ingest import Batch, PointRow, SeriesPoints, group_rows
 from scalewatch.server.store import pgarrays
 from scalewatch.server.store.base import Ingested, NotFound, PointsPage
 from scalewatch.server.store.chunks import (
@@ -21,6 +22,7 @@ from scalewatch.server.store.chunks import (
     ChunkRow,
     all_levels,
     conflict_sql,
+    level_columns,
     upsert_sql,
 )
 from scalewatch.server.store.common import SqlBase, dialect_insert
@@ -172,19 +174,45 @@ _SQLITE_UPSERT = (
 )
 
 
-def _by_metric(rows: list[PointRow]) -> dict[str, list[PointRow]]:
-    """Each metric's rows in step order, one per step: the last of a repeated step wins (a
-    resend may repeat one). A trainer's batch is already in order without repeats: that is
-    checked in one pass, and only another batch is sorted."""
-    by_metric: dict[str, list[PointRow]] = defaultdict(list)
-    for row in rows:
-        by_metric[row.metric].append(row)
-    for metric, batch in by_metric.items():
-        steps = [r.step for r in batch]
-        if not all(map(operator.lt, steps, steps[1:])):
-            last = {r.step: r for r in batch}  # the last write of each step
-            by_metric[metric] = [last[st] for st in sorted(last)]
-    return by_metric
+Appends = list[tuple[int, SeriesPoints]]  # (series id, its new points), by series id
+
+
+def _point_arrays(appends: Appends) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Series ids, steps, computes and values of appended points, series after series."""
+    return (
+        np.concatenate([np.full(len(sp.steps), sid, dtype=np.int64) for sid, sp in appends]),
+        np.concatenate([np.asarray(sp.steps, dtype=np.int64) for _, sp in appends]),
+        np.concatenate([np.asarray(sp.computes, dtype=np.float64) for _, sp in appends]),
+        np.concatenate([np.asarray(sp.values, dtype=np.float64) for _, sp in appends]),
+    )
+
+
+def _chunk_split(
+    arrays: tuple[np.ndarray, ...], last_steps: dict[int, int | None] | None
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """The chunk rows of appended points (`_point_arrays`), as columns: (new, merge). With
+    `last_steps` (series id -> its largest stored step, None: no points), the chunks past the
+    one holding that step cannot exist yet (new: a plain INSERT); only that one chunk a level
+    is merged (the merge's conflict checks cost ~50 us a row). Without, every row is merged."""
+    cols = level_columns(*arrays)
+    if last_steps is None:
+        return [c[:0] for c in cols], cols
+    stored = {sid: -1 if last is None else last for sid, last in last_steps.items()}
+    last = np.array([stored[sid] for sid in cols[0].tolist()], dtype=np.int64)
+    new = cols[2] > (last >> cols[1])  # -1 >> level is -1: every chunk of an empty series
+    return [c[new] for c in cols], [c[~new] for c in cols]
+
+
+def _newest(by_metric: Batch) -> tuple[int, float]:
+    """(step, compute) of the batch's point with the largest step (the run summary's; the first
+    metric's on a tie, as the rows' max() picked)."""
+    newest = max(by_metric.values(), key=lambda b: b.steps[-1])
+    return newest.steps[-1], newest.computes[-1]
+
+
+def _rows(columns: list[np.ndarray]) -> list[tuple]:
+    """Chunk columns as rows of Python numbers (what the sqlite3 driver binds)."""
+    return list(zip(*(c.tolist() for c in columns), strict=True))
 
 
 class _LRU:
@@ -217,11 +245,15 @@ class PointsMixin(SqlBase):
     def ingest_points(self, run_id: int, rows: list[PointRow]) -> Ingested:
         """Upsert rows on (run, metric, step) in one transaction; returns (accepted, updated)
         and whether a refit was queued."""
-        by_metric = _by_metric(rows)
-        n_rows = sum(len(b) for b in by_metric.values())
+        return self.ingest_batch(run_id, group_rows(rows))
+
+    def ingest_batch(self, run_id: int, by_metric: Batch) -> Ingested:
+        """`ingest_points` of a batch already grouped by metric (`ingest.group_rows`, or
+        decoded that way by `fastdecode.parse_batch`)."""
+        n_rows = sum(len(b.steps) for b in by_metric.values())
 
         with self.session() as s:
-            if self.dialect == "postgresql" and rows:
+            if self.dialect == "postgresql" and by_metric:
                 inserted_total, refit = self._ingest_pg(s, run_id, by_metric)
                 return Ingested(n_rows, n_rows - inserted_total, refit)
             if self.dialect == "sqlite":
@@ -245,16 +277,16 @@ class PointsMixin(SqlBase):
             ).first()
             if run is None:
                 raise NotFound(f"run {run_id} not found")
-            if not rows:
+            if not by_metric:
                 return Ingested(0, 0, False)
             series_ids, last_steps = self._ensure_series(s, run_id, sorted(by_metric))
             inserted: dict[str, int] = {}
-            appended: list[tuple[int, list[PointRow]]] = []
-            rewritten: list[tuple[int, list[PointRow]]] = []
+            appended: Appends = []
+            rewritten: Appends = []
             for metric in sorted(by_metric, key=lambda m: series_ids[m]):
                 batch = by_metric[metric]
                 last = last_steps.get(metric)
-                if last is None or batch[0].step > last:
+                if last is None or batch.steps[0] > last:
                     # Pure append (the trainer's normal case): nothing can conflict, so the
                     # rows go in as a bulk executemany without upsert bookkeeping.
                     self._append_series_points(s, series_ids[metric], batch)
@@ -263,14 +295,12 @@ class PointsMixin(SqlBase):
                 else:
                     overwritten = self._upsert_series_points(s, series_ids[metric], batch)
                     rewritten.append((series_ids[metric], batch))
-                inserted[metric] = len(batch) - overwritten
+                inserted[metric] = len(batch.steps) - overwritten
             self._maintain_chunks(s, appended, rewritten)
             refit = self._update_summaries(s, run, series_ids, by_metric, inserted)
             return Ingested(n_rows, n_rows - sum(inserted.values()), refit)
 
-    def _ingest_pg(
-        self, s: Session, run_id: int, by_metric: dict[str, list[PointRow]]
-    ) -> tuple[int, bool]:
+    def _ingest_pg(self, s: Session, run_id: int, by_metric: Batch) -> tuple[int, bool]:
         """The PostgreSQL ingest in three round trips, whatever the number of metrics: the
         pool's ping; one pipeline of BEGIN, the run row (lock + summary) and the series read;
         one pipeline of the points' INSERT (`pgarrays`: binary arrays, no float formatted or
@@ -282,7 +312,7 @@ class PointsMixin(SqlBase):
         SQLAlchemy expressions per series cost more CPU than the database work itself."""
         raw: Any = s.connection().connection.driver_connection  # psycopg's
         now = utcnow()
-        newest_all = max((b[-1] for b in by_metric.values()), key=lambda r: r.step)
+        newest_all = _newest(by_metric)
         run_cur, series_cur = raw.cursor(), raw.cursor()
         try:
             # One round trip. The UPDATE takes the run row's lock (concurrent batches of one
@@ -292,8 +322,8 @@ class PointsMixin(SqlBase):
             # the previous holder of the lock committed (a CTE would read from before the
             # wait). A pipeline only saves the waits between them.
             with raw.pipeline():
-                run_cur.execute(_PG_RUN_SUMMARY, (now, newest_all.step, newest_all.step,
-                                                  newest_all.step, newest_all.compute, run_id))
+                run_cur.execute(_PG_RUN_SUMMARY, (now, newest_all[0], newest_all[0],
+                                                  newest_all[0], newest_all[1], run_id))
                 series_cur.execute(_PG_SERIES, (run_id,))
             run = run_cur.fetchone()
             found = series_cur.fetchall()
@@ -310,34 +340,35 @@ class PointsMixin(SqlBase):
             series_ids = {r[0]: r[1] for r in found}
             last_steps = {r[0]: r[2] for r in found}
         inserted: dict[str, int] = {}
-        appends: list[tuple[int, list[PointRow]]] = []
-        rewritten: list[tuple[int, list[PointRow]]] = []
+        appends: Appends = []
+        rewritten: Appends = []
         for metric in sorted(by_metric, key=lambda m: series_ids[m]):
             batch = by_metric[metric]
             last = last_steps.get(metric)
-            if last is None or batch[0].step > last:
+            if last is None or batch.steps[0] > last:
                 appends.append((series_ids[metric], batch))  # nothing can conflict
-                inserted[metric] = len(batch)
+                inserted[metric] = len(batch.steps)
             else:
-                inserted[metric] = len(batch) - self._upsert_series_points(
+                inserted[metric] = len(batch.steps) - self._upsert_series_points(
                     s, series_ids[metric], batch
                 )
                 rewritten.append((series_ids[metric], batch))
+        arrays = _point_arrays(appends) if appends else None
 
-        def plan() -> tuple[list[ChunkRow], list[ChunkRow], tuple]:
+        def plan() -> tuple[list[np.ndarray], list[np.ndarray], tuple]:
             """The chunk rows and the summary UPDATE's arguments (Python only)."""
-            new, merge = self._split_chunks(
-                appends, {series_ids[m]: last_steps.get(m) for m in by_metric}
+            new, merge = ([], []) if arrays is None else _chunk_split(
+                arrays, {series_ids[m]: last_steps.get(m) for m in by_metric}
             )
             fit = resolve_fit_metric(fit_metric_explicit, list(series_ids))
             ids, counts, steps, computes, values, refits = [], [], [], [], [], []
             for metric in sorted(by_metric, key=lambda m: series_ids[m]):
-                newest = by_metric[metric][-1]
+                batch = by_metric[metric]
                 ids.append(series_ids[metric])
                 counts.append(inserted[metric])
-                steps.append(newest.step)
-                computes.append(newest.compute)
-                values.append(newest.value)
+                steps.append(batch.steps[-1])
+                computes.append(batch.computes[-1])
+                values.append(batch.values[-1])
                 refits.append(1 if metric == fit else 0)  # the refit marker
             return new, merge, (fit, (now, ids, counts, steps, computes, values, refits))
 
@@ -349,12 +380,14 @@ class PointsMixin(SqlBase):
         # first: the database inserts them while this thread plans the chunks and summaries.
         with raw.pipeline(), raw.cursor() as cur:
             pgarrays.register(cur)
-            if appends:  # nothing can conflict: past every stored step of their series
-                cur.execute(pgarrays.POINTS_INSERT, pgarrays.points_params(appends))
+            if arrays is not None:  # nothing can conflict: past every stored step of its series
+                walls = appends[0][1].walls if len(appends) == 1 else [
+                    w for _, sp in appends for w in sp.walls]  # fmt: skip
+                cur.execute(pgarrays.POINTS_INSERT, pgarrays.points_params(*arrays, walls))
             new, merge, (fit_metric, summary) = plan()
-            if new:
+            if new and len(new[0]):
                 cur.execute(pgarrays.CHUNKS_INSERT, pgarrays.chunks_params(new))
-            if merge:
+            if merge and len(merge[0]):
                 cur.execute(_PG_CHUNK_MERGE, pgarrays.chunks_params(merge))
             cur.execute(_PG_SERIES_SUMMARY, summary)
             if group is not None and fit_metric in by_metric:
@@ -364,35 +397,7 @@ class PointsMixin(SqlBase):
             raw.commit()
         return sum(inserted.values()), fit_metric in by_metric
 
-    @staticmethod
-    def _split_chunks(
-        appended: list[tuple[int, list[PointRow]]], last_steps: dict[int, int | None] | None
-    ) -> tuple[list[ChunkRow], list[ChunkRow]]:
-        """The chunk rows of appended points: (new, merge). With `last_steps` (series id -> its
-        largest stored step, None: no points), the chunks past the one holding that step cannot
-        exist yet (new: a plain INSERT); only that one chunk a level is merged (the merge's conflict
-        checks cost ~50 us a row). Without, every row is merged."""
-        merge: list[ChunkRow] = []
-        new: list[ChunkRow] = []
-        for sid, batch in appended:
-            rows = all_levels(sid, [(r.step, r.compute, r.value) for r in batch])
-            if last_steps is None:
-                merge += rows
-                continue
-            last = last_steps.get(sid)
-            for row in rows:
-                if last is None or row.chunk > last >> row.level:
-                    new.append(row)
-                else:
-                    merge.append(row)
-        return new, merge
-
-    def _maintain_chunks(
-        self,
-        s: Session,
-        appended: list[tuple[int, list[PointRow]]],
-        rewritten: list[tuple[int, list[PointRow]]],
-    ) -> None:
+    def _maintain_chunks(self, s: Session, appended: Appends, rewritten: Appends) -> None:
         """Keep `point_chunks` exact (`server/store/chunks.py`), in the ingest's transaction
         (SQLite; PostgreSQL's ingest writes the same rows in fewer round trips).
 
@@ -401,18 +406,18 @@ class PointsMixin(SqlBase):
         stored range recomputes its coarsest chunks, and the finer ones inside, from the points.
         """
         conn = s.connection()
-        _, merge = self._split_chunks(appended, None)
-        if merge:
-            conn.exec_driver_sql(upsert_sql(self.dialect, merge=True), merge)
+        if appended:
+            _, merge = _chunk_split(_point_arrays(appended), None)
+            conn.exec_driver_sql(upsert_sql(self.dialect, merge=True), _rows(merge))
         self._replace_chunks(conn, rewritten)
 
-    def _replace_chunks(self, conn: Any, rewritten: list[tuple[int, list[PointRow]]]) -> None:
+    def _replace_chunks(self, conn: Any, rewritten: Appends) -> None:
         """Recompute the chunks (every level) holding the rewritten points, from the points."""
         ph = "%s" if self.dialect == "postgresql" else "?"
         replace: list[ChunkRow] = []
         top = CHUNK_LEVELS[-1]
         for sid, batch in rewritten:
-            for chunk in sorted({r.step >> top for r in batch}):
+            for chunk in sorted({st >> top for st in batch.steps}):
                 pts = conn.exec_driver_sql(
                     "SELECT step, compute, value FROM points "
                     f"WHERE series_id = {ph} AND step >= {ph} AND step < {ph}",
@@ -458,33 +463,26 @@ class PointsMixin(SqlBase):
             )
         return existing, last_steps
 
-    def _append_series_points(self, s: Session, sid: int, batch: list[PointRow]) -> None:
-        """SQLite's append (PostgreSQL's is the COPY in `_ingest_pg`)."""
+    def _append_series_points(self, s: Session, sid: int, batch: SeriesPoints) -> None:
+        """SQLite's append (PostgreSQL's is the INSERT of arrays in `_ingest_pg`)."""
         s.connection().exec_driver_sql(
             "INSERT INTO points (series_id, step, compute, value, wall_time) "
             "VALUES (?, ?, ?, ?, ?)",
-            [(sid, r.step, r.compute, r.value, r.wall_time) for r in batch],
+            list(zip(repeat(sid), *batch)),
         )
 
-    def _upsert_series_points(self, s: Session, sid: int, batch: list[PointRow]) -> int:
+    def _upsert_series_points(self, s: Session, sid: int, batch: SeriesPoints) -> int:
         """Upsert one series' rows; returns how many overwrote an existing step."""
         conn = s.connection()
         if conn.dialect.name == "postgresql":
             # One statement over parallel arrays: no per-row round trips, and the insert/update
             # split comes back from xmax instead of a second query.
             row = conn.exec_driver_sql(
-                _PG_UPSERT,
-                (
-                    sid,
-                    [r.step for r in batch],
-                    [r.compute for r in batch],
-                    [r.value for r in batch],
-                    [r.wall_time for r in batch],
-                ),
+                _PG_UPSERT, (sid, batch.steps, batch.computes, batch.values, batch.walls)
             ).one()
             return int(row[0])
-        steps = [r.step for r in batch]
-        lo, hi = min(steps), max(steps)
+        steps = batch.steps
+        lo, hi = steps[0], steps[-1]  # in step order
         # Count overwrites with a primary-key range scan; for a trainer appending new steps the
         # range lies past the stored points and this returns nothing.
         present = {
@@ -494,10 +492,7 @@ class PointsMixin(SqlBase):
                 (sid, lo, hi),
             )
         }
-        conn.exec_driver_sql(
-            _SQLITE_UPSERT,
-            [(sid, r.step, r.compute, r.value, r.wall_time) for r in batch],
-        )
+        conn.exec_driver_sql(_SQLITE_UPSERT, list(zip(repeat(sid), *batch)))
         return sum(1 for st in steps if st in present)
 
     def _update_summaries(
@@ -505,37 +500,37 @@ class PointsMixin(SqlBase):
         s: Session,
         run: Row[int, str | None, int, str | None],
         series_ids: dict[str, int],
-        by_metric: dict[str, list[PointRow]],
+        by_metric: Batch,
         inserted: dict[str, int],
     ) -> bool:
         """The series and run summaries and the refit markers; True when a refit was queued."""
         now = utcnow()
         fit_metric = resolve_fit_metric(run.fit_metric, list(series_ids))
         for metric, batch in by_metric.items():
-            newest = batch[-1]
+            step, compute, value = batch.steps[-1], batch.computes[-1], batch.values[-1]
             # One statement per series: counters always move, the latest value only when this
             # batch reaches at least as far as what is stored (a replayed old batch must not
             # turn back the summary).
-            is_newer = Series.last_step.is_(None) | (Series.last_step <= newest.step)
+            is_newer = Series.last_step.is_(None) | (Series.last_step <= step)
             values: dict[str, object] = {
                 "updated_at": now,
                 "n_points": Series.n_points + inserted[metric],
-                "last_step": case((is_newer, newest.step), else_=Series.last_step),
-                "last_compute": case((is_newer, newest.compute), else_=Series.last_compute),
-                "last_value": case((is_newer, newest.value), else_=Series.last_value),
+                "last_step": case((is_newer, step), else_=Series.last_step),
+                "last_compute": case((is_newer, compute), else_=Series.last_compute),
+                "last_value": case((is_newer, value), else_=Series.last_value),
             }
             if metric == fit_metric:
                 values["refit_requested"] = Series.refit_requested + 1
             s.execute(update(Series).where(Series.id == series_ids[metric]).values(**values))
-        newest_all = max((b[-1] for b in by_metric.values()), key=lambda r: r.step)
-        is_newer = Run.last_step.is_(None) | (Run.last_step <= newest_all.step)
+        newest_step, newest_compute = _newest(by_metric)
+        is_newer = Run.last_step.is_(None) | (Run.last_step <= newest_step)
         s.execute(
             update(Run)
             .where(Run.id == run.id)
             .values(
                 last_seen_at=now,
-                last_step=case((is_newer, newest_all.step), else_=Run.last_step),
-                last_compute=case((is_newer, newest_all.compute), else_=Run.last_compute),
+                last_step=case((is_newer, newest_step), else_=Run.last_step),
+                last_compute=case((is_newer, newest_compute), else_=Run.last_compute),
             )
         )
         if run.group_name is not None and fit_metric in by_metric:

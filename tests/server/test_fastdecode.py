@@ -14,8 +14,8 @@ import struct
 import pytest
 
 from scalewatch.server import limits
-from scalewatch.server.fastdecode import decode_points, parse_points
-from scalewatch.server.ingest import IngestError, decode_body, validate_points
+from scalewatch.server.fastdecode import decode_batch, decode_points, parse_batch, parse_points
+from scalewatch.server.ingest import IngestError, decode_body, group_rows, validate_points
 
 
 def careful(data: bytes):
@@ -127,3 +127,52 @@ def test_floats_bit_for_bit():
     rows = decode_points(data)
     assert rows is not None
     assert same(rows, careful(data))
+
+
+# Batches decoded straight into columns by metric (`parse_batch`) must be the careful path's
+# rows grouped (`group_rows`): out of order, repeated steps (the last write wins), points
+# with different metrics, a metric missing from some points.
+GROUPED_BODIES = BODIES + [
+    body(point(step=3), point(step=1), point(step=2)),
+    body(point(step=2, metrics={"a": 1.0}), point(step=2, metrics={"a": 2.0})),
+    body(*[point(step=s, metrics={"a": s, "b": -s}) for s in (5, 1, 5, 3)]),
+    body(point(step=1, metrics={"a": 1, "b": 2}), point(step=2, metrics={"b": 3, "c": 4}),
+         point(step=0, metrics={"c": 5}), point(step=3, metrics={"a": 6, "c": 7})),
+    body(point(step=1, metrics={"a": 1, "b": 2}), point(step=2, metrics={"a": 3, "c": 4})),
+    body(point(step=1, metrics={"a": 1}), point(step=2, metrics={"a": 3, "": 4})),
+    body(point(time=1.5), point(step=2), point(step=3, time=2)),
+]
+
+
+def careful_batch(data: bytes):
+    try:
+        return group_rows(validate_points(decode_body(data, None)))
+    except IngestError as exc:
+        return ("error", exc.status, exc.message, exc.errors)
+
+
+def fast_batch(data: bytes):
+    try:
+        return parse_batch(data, None)
+    except IngestError as exc:
+        return ("error", exc.status, exc.message, exc.errors)
+
+
+def same_batch(a, b) -> bool:
+    """`same`, with a batch's metrics compared in order."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return same(list(a.items()), list(b.items()))
+    return same(a, b)
+
+
+@pytest.mark.parametrize("data", GROUPED_BODIES, ids=range(len(GROUPED_BODIES)))
+def test_batch_is_the_careful_rows_grouped(data):
+    assert same_batch(fast_batch(data), careful_batch(data))
+
+
+def test_batch_fast_path_is_taken_for_a_trainers_batch():
+    good = body(*[point(step=i, metrics={"a": 0.1, "b": 2}, time=1.7e9 + i) for i in range(50)])
+    batch = decode_batch(good)
+    assert batch is not None and list(batch) == ["a", "b"]
+    assert batch["a"].steps is batch["b"].steps  # the point columns shared, not copied
+    assert same_batch(batch, careful_batch(good))

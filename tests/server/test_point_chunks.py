@@ -189,3 +189,36 @@ def test_ingest_stores_every_value_bit_for_bit(store):  # noqa: ANN001
     for metric in ("m", "n"):
         sid = _series_id(store, run["id"], metric)
         assert _stored_chunks(store, sid) == _expected_chunks(store, sid)
+
+
+def test_level_columns_are_all_levels_bit_for_bit():
+    """The vectorised chunk builder of ingest gives `all_levels`' rows exactly, in the key's
+    order, for several series at once: ties in value (the earliest lowest, the latest
+    highest) and in compute, -0.0 next to 0.0, sparse and dense steps, one point a chunk."""
+    np = pytest.importorskip("numpy")
+    from scalewatch.server.store.chunks import level_columns
+
+    rng = random.Random(3)
+    for _ in range(200):
+        want: list[tuple] = []
+        series = []
+        for sid in sorted(rng.sample(range(1, 40), rng.randint(1, 4))):
+            start = rng.choice([0, 7, 1000, 2**40])
+            k = rng.randint(1, 1500)
+            steps = sorted(rng.sample(range(start, start + k * rng.choice([1, 3, 50])), k))
+            values = [rng.choice([0.0, -0.0, 0.5, 2.5]) if rng.random() < 0.5 else rng.random()
+                      for _ in steps]  # fmt: skip
+            computes = [rng.choice([0.0, -0.0, 1.0]) if rng.random() < 0.5 else rng.random()
+                        for _ in steps]  # fmt: skip
+            series.append((sid, steps, computes, values))
+            want += all_levels(sid, list(zip(steps, computes, values, strict=True)))
+        cols = level_columns(
+            np.concatenate([np.full(len(s[1]), s[0]) for s in series]),
+            np.array([st for s in series for st in s[1]], dtype=np.int64),
+            np.array([c for s in series for c in s[2]]),
+            np.array([v for s in series for v in s[3]]),
+        )
+        got = list(zip(*(c.tolist() for c in cols), strict=True))
+        assert [_bits(r) for r in got] == [_bits(tuple(r)) for r in want]
+        assert all(type(a) is type(b) for g, w in zip(got, want, strict=True)
+                   for a, b in zip(g, w, strict=True))  # fmt: skip

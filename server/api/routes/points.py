@@ -19,7 +19,7 @@ from scalewatch.server.api.schemas import (
     PointsOut,
     not_found,
 )
-from scalewatch.server.fastdecode import parse_points
+from scalewatch.server.fastdecode import parse_batch
 from scalewatch.server.ingest import IngestError
 
 router = APIRouter(prefix="/api/v1/runs", tags=["points"], responses=AUTH_RESPONSES)
@@ -72,9 +72,9 @@ async def post_points(run_id: PathId, request: Request, store: StoreDep) -> JSON
     try:
         raw = await _read_capped(request)
         t1 = time.perf_counter()
-        rows = parse_points(raw, request.headers.get("content-encoding"))
+        batch = parse_batch(raw, request.headers.get("content-encoding"))
         t2 = time.perf_counter()
-        result = await run_in_threadpool(store.ingest_points, run_id, rows)
+        result = await run_in_threadpool(store.ingest_batch, run_id, batch)
         t3 = time.perf_counter()
     except IngestError as exc:
         content: dict = {"detail": exc.message}
@@ -82,7 +82,7 @@ async def post_points(run_id: PathId, request: Request, store: StoreDep) -> JSON
             content["errors"] = exc.errors
         return JSONResponse(content, status_code=exc.status)
     accepted, updated = result
-    request.app.state.metrics.points_ingested(len(rows))
+    request.app.state.metrics.points_ingested(accepted)
     if result.refit:  # else the refitter has nothing new to do
         wake_refitter(request)
     # Server-Timing shows where an ingest's time goes (browser devtools and curl -v read it).
