@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import Engine, text
+from sqlalchemy import Connection, Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
 
@@ -48,9 +48,10 @@ def iso(dt: datetime | None) -> str | None:
     return dt.isoformat()
 
 
-def dialect_insert(session: Session) -> Any:
-    """`insert` with ON CONFLICT support for the session's database (a dialect-specific type)."""
-    name = session.get_bind().dialect.name
+def dialect_insert(session: Session | Connection) -> Any:
+    """`insert` with ON CONFLICT support for the session's (or connection's) database (a
+    dialect-specific type)."""
+    name = (session.get_bind() if isinstance(session, Session) else session).dialect.name
     if name == "postgresql":
         from sqlalchemy.dialects.postgresql import insert as pg_insert
 
