@@ -181,7 +181,12 @@ def row(label: str, method: str, rows: list[tuple[dict, dict]], oracle: str) -> 
 
 def oracle_sds(fams: dict[str, dict], reps: int, seed: int) -> dict[tuple, float]:
     """Per (family, shape, window): the sampling sd of the point fit's A over ``reps`` fresh
-    runs of that shape and family -- the spread an honest interval must cover.
+    runs of that shape and family -- the spread an honest interval must cover.  The spread is
+    of the *error*, A-hat minus the run's own true ceiling: a fixed-prompt-set run's ceiling
+    is that set's (``make_prompt_run``), and a fresh set has another, so the sd of A-hat alone
+    counted the sets' differences as estimation error (with 200 prompts their ceilings alone
+    differ by an sd of 0.014; the oracle read 0% at 5 x C_mid where the engine held 92%
+    coverage with 0.07-wide intervals).
 
     A Monte Carlo of its own (point fits only, ~2 ms each), not the ``--reps`` runs being
     judged: an sd from 6 values is so noisy that a shape just beyond the threshold often looks
@@ -191,7 +196,7 @@ def oracle_sds(fams: dict[str, dict], reps: int, seed: int) -> dict[tuple, float
     out: dict[tuple, float] = {}
     for fname, fam in fams.items():
         for si, shape in enumerate(TABLE1):
-            a_hats: dict[float, list[float]] = defaultdict(list)
+            errors: dict[float, list[float]] = defaultdict(list)  # A-hat minus the truth
             for _ in range(reps):
                 run = make(fam, shape, rng)
                 for w in WINDOWS:
@@ -199,9 +204,9 @@ def oracle_sds(fams: dict[str, dict], reps: int, seed: int) -> dict[tuple, float
                         r0=run["r0"], warmup=run["warmup"], fit_until=w * run["cm"],
                         intervals=False))
                     if res.a_fit is not None:
-                        a_hats[w].append(res.a_fit)
+                        errors[w].append(res.a_fit - run["a_true"])
             for w in WINDOWS:
-                v = a_hats[w]
+                v = errors[w]
                 out[(fname, si, w)] = float(np.std(v, ddof=1)) if len(v) >= 3 else np.inf
     return out
 
