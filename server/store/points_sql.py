@@ -380,9 +380,10 @@ class PointsMixin(SqlBase):
 
         self._replace_chunks(conn, rewritten)  # a rewrite reads its points: before the pipeline
         # One round trip: the points, the chunks, the summaries and the group's refit mark, and
-        # COMMIT (a failed statement aborts the pipeline before COMMIT; the session's own commit
-        # then finds nothing to do, a failure rolls back as usual). The points' INSERT is sent
-        # first: the database inserts them while this thread plans the chunks and summaries.
+        # COMMIT (a failed statement aborts the pipeline before COMMIT; the connection's own
+        # commit then finds nothing to do, a failure rolls back as usual). The points' INSERT
+        # is sent first: the database inserts them while this thread plans the chunks and
+        # summaries.
         with raw.pipeline(), raw.cursor() as cur:
             pgarrays.register(cur)
             if arrays is not None:  # nothing can conflict: past every stored step of its series
