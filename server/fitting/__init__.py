@@ -27,9 +27,11 @@ How ``method="default"`` fits (modules in brackets):
    the regime since the break when it can be fitted [breaks].
 5. Uncertainty from a grid posterior over (rho, ln C_mid, B): the evaluation noise is AR(1) in
    evaluation order with its rho and sigma integrated out (Prais-Winsten whitening keeps A and
-   R0 linear, so each cell is closed form), Jeffreys' prior over (ln C_mid, B in [0.5, 8]), a
-   flat prior on rho -- or, opt-in (``FitOptions.noise_prior``), a normal prior on rho learned
-   from the project's finished runs, which share its evaluation set [noise_prior]; also opt-in
+   R0 linear, so each cell is closed form), Jeffreys' prior over the curve's shape (ln C_mid,
+   B in [0.5, 8]) -- without the gain's factor, which would be a prior pulling A up -- flat
+   priors on A and R0, and a flat prior on rho -- or, opt-in (``FitOptions.noise_prior``), a
+   normal prior on rho learned from the project's finished runs, which share its evaluation
+   set [noise_prior]; also opt-in
    (``FitOptions.b_prior``), a Student-t prior on ln B learned from the B of the project's
    finished, identified runs, which shortens the (A, B, C_mid) banana of a young run of a
    similar recipe while its heavy tails let a recipe that differs keep its own [b_prior]; A
