@@ -18,18 +18,20 @@ from scalewatch.server.fastdecode import decode_batch, decode_points, parse_batc
 from scalewatch.server.ingest import IngestError, decode_body, group_rows, validate_points
 
 
-def careful(data: bytes):
+def outcome(parse, data: bytes):
+    """What ``parse`` makes of ``data``: its result, or the 4xx it raises, as a tuple."""
     try:
-        return validate_points(decode_body(data, None))
+        return parse(data)
     except IngestError as exc:
         return ("error", exc.status, exc.message, exc.errors)
+
+
+def careful(data: bytes):
+    return outcome(lambda d: validate_points(decode_body(d, None)), data)
 
 
 def fast(data: bytes):
-    try:
-        return parse_points(data, None)
-    except IngestError as exc:
-        return ("error", exc.status, exc.message, exc.errors)
+    return outcome(lambda d: parse_points(d, None), data)
 
 
 def same(a, b) -> bool:
@@ -145,17 +147,11 @@ GROUPED_BODIES = BODIES + [
 
 
 def careful_batch(data: bytes):
-    try:
-        return group_rows(validate_points(decode_body(data, None)))
-    except IngestError as exc:
-        return ("error", exc.status, exc.message, exc.errors)
+    return outcome(lambda d: group_rows(validate_points(decode_body(d, None))), data)
 
 
 def fast_batch(data: bytes):
-    try:
-        return parse_batch(data, None)
-    except IngestError as exc:
-        return ("error", exc.status, exc.message, exc.errors)
+    return outcome(lambda d: parse_batch(d, None), data)
 
 
 def same_batch(a, b) -> bool:
