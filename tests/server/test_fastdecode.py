@@ -1,7 +1,8 @@
 """The msgspec fast path of ingest decoding gives exactly the careful path's rows, or defers.
 
-`fastdecode.parse_points` must answer every body as `ingest.validate_points(decode_body())`
-does: the same rows (same types, floats bit for bit) or the same IngestError.
+`fastdecode.parse_batch` must answer every body as `ingest.validate_points(decode_body())`
+does, grouped by metric (`ingest.group_rows`): the same points (same types, floats bit for
+bit) or the same IngestError.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import struct
 import pytest
 
 from scalewatch.server import limits
-from scalewatch.server.fastdecode import decode_batch, decode_points, parse_batch, parse_points
+from scalewatch.server.fastdecode import decode_batch, parse_batch
 from scalewatch.server.ingest import IngestError, decode_body, group_rows, validate_points
 
 
@@ -27,11 +28,12 @@ def outcome(parse, data: bytes):
 
 
 def careful(data: bytes):
-    return outcome(lambda d: validate_points(decode_body(d, None)), data)
+    """The careful path's rows, grouped by metric."""
+    return outcome(lambda d: group_rows(validate_points(decode_body(d, None))), data)
 
 
 def fast(data: bytes):
-    return outcome(lambda d: parse_points(d, None), data)
+    return outcome(lambda d: parse_batch(d, None), data)
 
 
 def same(a, b) -> bool:
@@ -106,16 +108,23 @@ BODIES = [
 ]
 
 
+def same_batch(a, b) -> bool:
+    """`same`, with a batch's metrics compared in order."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return same(list(a.items()), list(b.items()))
+    return same(a, b)
+
+
 @pytest.mark.parametrize("data", BODIES, ids=range(len(BODIES)))
 def test_same_answer_as_the_careful_path(data):
-    assert same(fast(data), careful(data))
+    assert same_batch(fast(data), careful(data))
 
 
 def test_fast_path_is_taken_for_a_trainers_batch_only():
     good = body(*[point(step=i, metrics={"a": 0.1, "b": 2}, time=1.7e9 + i) for i in range(50)])
-    assert decode_points(good) is not None
+    assert decode_batch(good) is not None
     for bad in (body(point(step=1.0)), body(point(metrics={"": 1.0})), b"[]"):
-        assert decode_points(bad) is None
+        assert decode_batch(bad) is None
 
 
 def test_floats_bit_for_bit():
@@ -126,15 +135,14 @@ def test_floats_bit_for_bit():
     values += [1.7976931348623157e308, -0.0]
     pts = [point(step=i, compute=abs(v), metrics={"v": v}, time=v) for i, v in enumerate(values)]
     data = body(*pts[: limits.MAX_POINTS_PER_REQUEST])
-    rows = decode_points(data)
-    assert rows is not None
-    assert same(rows, careful(data))
+    batch = decode_batch(data)
+    assert batch is not None
+    assert same_batch(batch, careful(data))
 
 
-# Batches decoded straight into columns by metric (`parse_batch`) must be the careful path's
-# rows grouped (`group_rows`): out of order, repeated steps (the last write wins), points
-# with different metrics, a metric missing from some points.
-GROUPED_BODIES = BODIES + [
+# Bodies whose grouping is where the two paths could part: out of order, repeated steps (the
+# last write wins), points with different metrics, a metric missing from some points.
+GROUPING_BODIES = [
     body(point(step=3), point(step=1), point(step=2)),
     body(point(step=2, metrics={"a": 1.0}), point(step=2, metrics={"a": 2.0})),
     body(*[point(step=s, metrics={"a": s, "b": -s}) for s in (5, 1, 5, 3)]),
@@ -146,24 +154,9 @@ GROUPED_BODIES = BODIES + [
 ]
 
 
-def careful_batch(data: bytes):
-    return outcome(lambda d: group_rows(validate_points(decode_body(d, None))), data)
-
-
-def fast_batch(data: bytes):
-    return outcome(lambda d: parse_batch(d, None), data)
-
-
-def same_batch(a, b) -> bool:
-    """`same`, with a batch's metrics compared in order."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        return same(list(a.items()), list(b.items()))
-    return same(a, b)
-
-
-@pytest.mark.parametrize("data", GROUPED_BODIES, ids=range(len(GROUPED_BODIES)))
+@pytest.mark.parametrize("data", GROUPING_BODIES, ids=range(len(GROUPING_BODIES)))
 def test_batch_is_the_careful_rows_grouped(data):
-    assert same_batch(fast_batch(data), careful_batch(data))
+    assert same_batch(fast(data), careful(data))
 
 
 def test_batch_fast_path_is_taken_for_a_trainers_batch():
@@ -171,4 +164,4 @@ def test_batch_fast_path_is_taken_for_a_trainers_batch():
     batch = decode_batch(good)
     assert batch is not None and list(batch) == ["a", "b"]
     assert batch["a"].steps is batch["b"].steps  # the point columns shared, not copied
-    assert same_batch(batch, careful_batch(good))
+    assert same_batch(batch, careful(good))
