@@ -177,6 +177,14 @@ def test_unfitted_run_says_why(seeded, page) -> None:  # noqa: ANN001
     assert "no fit yet" in text and "need" in text
 
 
+# The page's boxes that end past the window's right edge (id or class, and where they end);
+# a chart's own drawing follows its box a moment after a resize, so boxes are what is checked.
+OFF_THE_RIGHT_EDGE = """() => [...document.querySelectorAll('.toolbar, .card, .grid2 > *')]
+    .filter(el => el.getBoundingClientRect().right > window.innerWidth + 1)
+    .map(el => (el.id || String(el.className)) + ' ends at '
+               + Math.round(el.getBoundingClientRect().right)).slice(0, 8)"""
+
+
 def test_select_two_runs_compare_and_budget_flips_winner(seeded, page) -> None:  # noqa: ANN001
     server, ids = seeded
     fast, slow = ids["fast-lowceiling"], ids["slow-highceiling"]
@@ -219,6 +227,13 @@ def test_select_two_runs_compare_and_budget_flips_winner(seeded, page) -> None: 
         """() => !document.querySelector('#cmp-graph').innerText.includes('WebGL')
                  && document.querySelectorAll('#cmp-graph .scatterlayer .trace, '
                                               + '#cmp-graph .gl-container canvas').length > 0""")
+    # Nothing runs off the window's right edge, down to the narrowest two-column width: the
+    # parameter table once widened its column until the scatter beside it sat half outside
+    # the window (6 runs at 1,500 pixels).
+    page.set_viewport_size({"width": 1020, "height": 900})
+    # (Reading the layout lays the page out: no waiting for a render.)
+    assert page.evaluate(OFF_THE_RIGHT_EDGE) == []
+    page.set_viewport_size({"width": 1360, "height": 900})
     page.screenshot(path=str(DOCS / "compare.png"), full_page=True)
     # the shared link restores the state
     page.goto(page.url)
