@@ -227,14 +227,15 @@ def test_select_two_runs_compare_and_budget_flips_winner(seeded, page) -> None: 
         """() => !document.querySelector('#cmp-graph').innerText.includes('WebGL')
                  && document.querySelectorAll('#cmp-graph .scatterlayer .trace, '
                                               + '#cmp-graph .gl-container canvas').length > 0""")
-    # Nothing runs off the window's right edge, down to the narrowest two-column width: the
+    page.screenshot(path=str(DOCS / "compare.png"), full_page=True)
+    # Nothing runs off the window's right edge, down to a narrow window: the
     # parameter table once widened its column until the scatter beside it sat half outside
     # the window (6 runs at 1,500 pixels).
-    page.set_viewport_size({"width": 1020, "height": 900})
-    # (Reading the layout lays the page out: no waiting for a render.)
-    assert page.evaluate(OFF_THE_RIGHT_EDGE) == []
+    for width in (1020, 800):  # two columns at their narrowest; one column
+        page.set_viewport_size({"width": width, "height": 900})
+        # (Reading the layout lays the page out: no waiting for a render.)
+        assert page.evaluate(OFF_THE_RIGHT_EDGE) == [], width
     page.set_viewport_size({"width": 1360, "height": 900})
-    page.screenshot(path=str(DOCS / "compare.png"), full_page=True)
     # the shared link restores the state
     page.goto(page.url)
     page.locator("#cmp-verdict").get_by_text(re.compile("slow-highceiling")).first.wait_for()
