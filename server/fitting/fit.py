@@ -297,6 +297,7 @@ def broken(prep: Prepared, options: FitOptions, brk: Break) -> FitResult:
     why_not = f"too few evaluations since then to fit the new regime (need {MIN_REGIME})"
     if brk.n_after >= MIN_REGIME:
         why_not = f"the {brk.n_after} evaluations since then do not pin down a new curve yet"
+        info["regime"] = "unidentified"  # enough points, but no identified curve through them
         after = fit_curve(c_win[brk.index:], prep.y[brk.index:],
                           replace(options, r0=None, warmup=0.0, fit_until=None,
                                   target_compute=target))

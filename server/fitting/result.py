@@ -117,7 +117,8 @@ class FitResult:
     method: str = "default"
     # A lasting fall below the curve the run was on (``breaks.py``), or None:
     # {"compute", "step", "drop", "drop_ci", "level", "level_ci", "n_after", "ceiling_upper",
-    #  "regime"}; "regime" is "fitted" when the result describes the points since the break.
+    #  "regime"}; "regime" is "fitted" when the result describes the points since the break,
+    #  "too_few_points" (fewer than MIN_REGIME since it) or "unidentified" otherwise.
     break_: dict[str, Any] | None = None
     # The prior the fit used beyond the defaults, or None: {"rho": {"mean", "sd"}} (a noise
     # prior, ``FitOptions.noise_prior``) and/or {"B": {"median", "log_sd", "dof"}} (a prior

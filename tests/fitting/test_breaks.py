@@ -37,10 +37,28 @@ def test_a_break_is_located_sized_and_never_silence(seed: int) -> None:
     assert res.predicted_interval[1] <= brk["ceiling_upper"] + 0.05
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_a_sudden_fall_is_located_where_it_starts(seed: int) -> None:
+    """A fall from one evaluation to the next (a data-mix switch) is placed within 2
+    evaluations of where it starts: the Run page draws the break and fits the regime from
+    there.  (The most negative residual suffix put such starts 3-14 evaluations early.)"""
+    c, y, start = _broken(seed, over=1)
+    steps = np.arange(c.size) * 100
+    for n in (start + 20, start + 45):
+        res = fit_curve(c[:n], y[:n], FitOptions(target_compute=END), steps=steps[:n])
+        brk = res.to_dict()["break"]
+        assert brk is not None, res.message
+        assert abs(brk["step"] - steps[start]) <= 2 * 100, (n, brk["step"], steps[start])
+
+
 def test_a_run_that_stays_down_for_long_keeps_its_break() -> None:
     c, y, start = _broken(3)
     res = fit_curve(c, y, FitOptions(target_compute=END), steps=np.arange(c.size))
     assert res.break_ is not None and res.status != "insufficient_data", res.message
+    # Dozens of evaluations since the break, on a level the fit cannot pin a curve through:
+    # the regime is "unidentified", not "too_few_points" (what it said whatever the count).
+    assert res.break_["n_after"] >= 12 and res.status == "unidentified"
+    assert res.break_["regime"] == "unidentified"
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -120,3 +138,27 @@ def test_the_screens_closed_form_noise_sums_match_the_matrix_ones() -> None:
         w_step, w_ramp = _shapes(mi)
         assert step[i] == pytest.approx(w_step @ cov @ w_step, rel=1e-12)
         assert ramp[i] == pytest.approx(w_ramp @ cov @ w_ramp, rel=1e-12)
+
+
+def test_the_fall_onset_is_the_best_least_squares_hinge() -> None:
+    """The vectorised search equals fitting every hinge (onset s, ramp w, depth in closed
+    form) one by one and keeping the one that explains most of the residuals."""
+    from scalewatch.server.fitting.breaks import ONSET_RAMPS, fall_onset
+
+    def brute(r: np.ndarray) -> int:
+        best, onset = 0.0, 0
+        for s in range(r.size):
+            for w in ONSET_RAMPS:
+                h = np.minimum(np.arange(1, r.size - s + 1) / w, 1.0)
+                hr = float(h @ r[s:])
+                if hr < 0 and hr * hr / float(h @ h) > best + 1e-12:
+                    best, onset = hr * hr / float(h @ h), s
+        return onset
+
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        n = int(rng.integers(3, 90))
+        r = rng.normal(0.0, 0.01, n)
+        s, w = int(rng.integers(0, n)), int(rng.integers(1, 30))
+        r[s:] -= rng.uniform(0.0, 0.1) * np.minimum(np.arange(1, n - s + 1) / w, 1.0)
+        assert fall_onset(r) == brute(r)
