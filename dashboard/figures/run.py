@@ -295,6 +295,9 @@ def history_figure(history: list[dict[str, Any]], *, color: str, unit: str) -> g
             )
         )
     base_layout(fig, title, f"compute fitted ({unit}, log scale)", "A", log_x=True)
+    # The legend says what a marker means even when one kind is drawn (plotly hides a lone
+    # trace's legend): a grey triangle alone is otherwise an unexplained shape.
+    fig.update_layout(showlegend=True)
     xs = [h["max_compute"] for h in rows]
     x_lo, x_hi = min(xs), max(xs)
     if x_hi < 1.5 * x_lo:  # one fit so far (or a few close together): plotly would span

@@ -195,6 +195,8 @@ def test_history_marks_the_ceiling_of_a_broken_run() -> None:
     # Only broken fits: still a chart, not "no estimate of A yet".
     only = F.history_figure(hist[1:], color="#123456", unit="GPU-hours")
     assert _metas(only) == ["ceiling_upper"]
+    # and its one kind of marker is named in a legend (plotly hides a lone trace's).
+    assert only.layout.showlegend is True and only.data[0].name == "A ≤ (broke)"
 
 
 def test_early_runs_get_sensible_axes_and_every_run_a_label() -> None:
