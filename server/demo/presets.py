@@ -140,6 +140,28 @@ PRESETS: dict[str, Recipe] = {
 DEMO_PRESETS: tuple[str, ...] = (
     "baseline", "gen32k", "bs2048", "gen8", "gen24", "gen32", "scout", "drop",
 )
+# Recipes the demo runs as several seeds, one group each (the Runs page's "by group" view, the
+# Group page, groups on Compare): 8 and 32 generations per prompt have ceilings 0.01 apart, the
+# paper's case where seeds decide whether the recipes differ at all.
+DEMO_SEEDS: dict[str, tuple[int, ...]] = {"gen8": (0, 1, 2), "gen32": (0, 1, 2)}
+
+
+@dataclass(frozen=True)
+class DemoRun:
+    key: str  # preset
+    seed: int
+    name: str  # seed 0 keeps the preset's run name; other seeds add "-seed<k>"
+    group: str | None  # the preset's run name when it runs as several seeds
+
+
+def demo_runs() -> list[DemoRun]:
+    """Every live run of the demo, in start order."""
+    runs = []
+    for key in DEMO_PRESETS:
+        name, seeds = PRESETS[key].name, DEMO_SEEDS.get(key, (0,))
+        group = name if len(seeds) > 1 else None
+        runs += [DemoRun(key, s, name if s == 0 else f"{name}-seed{s}", group) for s in seeds]
+    return runs
 
 
 def resolve(name: str) -> list[Recipe]:

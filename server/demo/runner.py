@@ -23,7 +23,7 @@ import numpy as np
 
 from scalewatch.server.config import Settings
 from scalewatch.server.demo import api
-from scalewatch.server.demo.presets import DEMO_PRESETS, DEMO_PROJECT, PRESETS
+from scalewatch.server.demo.presets import DEMO_PROJECT, PRESETS, demo_runs
 from scalewatch.server.demo.realruns import post_real_runs
 from scalewatch.server.demo.simulator import SimRun, drive, open_run
 from scalewatch.server.store.base import TokenStore
@@ -31,7 +31,6 @@ from scalewatch.server.store.base import TokenStore
 log = logging.getLogger("scalewatch.demo")
 
 TOKEN_NAME = "demo-trainer"
-DEMO_SEED = 0
 # The run whose data mix changes starts this many evaluations before the change, so a visitor
 # sees its alert open within a few minutes although the demo's pace is slow.
 DROP_LEAD_EVALS = 4
@@ -145,9 +144,9 @@ class DemoWorker:
             return
         api.ensure_alert_rules(self.url, token, DEMO_PROJECT)
         existing = api.existing_runs(self.url, token, DEMO_PROJECT)
-        for key in DEMO_PRESETS:
-            sim = open_run(PRESETS[key], self.url, token, DEMO_PROJECT, DEMO_SEED,
-                           existing=existing, home=self.home)
+        for live in demo_runs():
+            sim = open_run(PRESETS[live.key], self.url, token, DEMO_PROJECT, live.seed,
+                           name=live.name, existing=existing, home=self.home, group=live.group)
             if sim is not None:
                 self.sims.append(sim)
         # The finished real runs go in on the side: the live bursts come first.

@@ -242,6 +242,7 @@ def open_run(
     name: str | None = None,
     existing: dict[str, dict[str, Any]] | None = None,
     home: Any = None,
+    group: str | None = None,
 ) -> SimRun | None:
     """A SimRun resuming where the server's copy of the run stops; None if it is finished."""
     import trainer_client as sw
@@ -256,6 +257,6 @@ def open_run(
     run = sw.init(
         project=project, name=run_name, config=config, tags=recipe.tags(),
         target_compute=recipe.target, compute_unit="gpu_hours", fit_metric="val_pass_rate",
-        url=url, token=token, mode="online", home=home,
+        url=url, token=token, mode="online", home=home, group=group,
     )
     return SimRun(recipe, traj, run, min(start, traj.n_chunks))

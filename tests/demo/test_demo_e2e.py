@@ -10,7 +10,7 @@ import httpx
 import numpy as np
 import pytest
 
-from scalewatch.server.demo.presets import DEMO_PRESETS, DEMO_PROJECT, PRESETS
+from scalewatch.server.demo.presets import DEMO_PROJECT, PRESETS, demo_runs
 from scalewatch.server.demo.realruns import REAL_PROJECT
 from scalewatch.server.demo.simulator import generate
 from tests.support.live_server import LiveServer
@@ -108,15 +108,18 @@ def test_demo_no_auth_then_restart_resumes(tmp_path: Path, sqlite_url: str) -> N
                 return runs if all(r["status"] == "finished" for r in runs) else None
 
             runs = _wait("every demo run finished", all_finished, time.monotonic() + 150, server)
-            assert len(runs) == len(DEMO_PRESETS) + 3  # nothing duplicated
+            live = {r.name: r for r in demo_runs()}
+            assert len(runs) == len(live) + 3  # nothing duplicated
             assert len({(r["project"], r["name"]) for r in runs}) == len(runs)
             rules = c.get("/api/v1/alert-rules", params={"project": DEMO_PROJECT}).json()
             assert len(rules["rules"]) == 2
             for run in runs:
                 if run["project"] != DEMO_PROJECT:
                     continue
-                key = next(k for k in DEMO_PRESETS if PRESETS[k].name == run["name"])
-                traj = generate(PRESETS[key], 0)
+                sim = live[run["name"]]
+                key = sim.key
+                assert run.get("group") == sim.group, run["name"]  # seeds share their group
+                traj = generate(PRESETS[key], sim.seed)
                 pts = c.get(
                     f"/api/v1/runs/{run['id']}/points", params={"metric": "val_pass_rate"}
                 ).json()["points"]
@@ -131,7 +134,7 @@ def test_demo_no_auth_then_restart_resumes(tmp_path: Path, sqlite_url: str) -> N
         server.start()
         wait_for(lambda: "finished already" in server.logs(), timeout=120, interval=0.2)
         with server.client() as c:
-            assert len(_runs(c)) == len(DEMO_PRESETS) + 3
+            assert len(_runs(c)) == len(demo_runs()) + 3
     finally:
         server.stop()
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from scalewatch.server.config import load_settings
-from scalewatch.server.demo.presets import DEMO_PRESETS, PRESETS
+from scalewatch.server.demo.presets import PRESETS, demo_runs
 from scalewatch.server.demo.runner import DROP_LEAD_EVALS, demo_bursts
 from scalewatch.server.demo.simulator import burst_chunk, generate
 
@@ -18,8 +18,8 @@ MIN_LIVE_SECONDS = 15 * 60
 
 def _sims() -> list[SimpleNamespace]:
     return [
-        SimpleNamespace(recipe=PRESETS[k], traj=generate(PRESETS[k], 0), next_chunk=0)
-        for k in DEMO_PRESETS
+        SimpleNamespace(recipe=PRESETS[r.key], traj=generate(PRESETS[r.key], r.seed), next_chunk=0)
+        for r in demo_runs()
     ]
 
 
