@@ -4,6 +4,7 @@ against efficiency (a recipe with its A interval and its seeds' own A)."""
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 from typing import Any
 
 import plotly.graph_objects as go
@@ -117,6 +118,62 @@ def _seed_points(it: dict[str, Any], label: str, unit: str, group: str) -> list[
 
 MAX_LABELLED = 40  # other runs labelled on the ceiling chart at most (beyond: hover only)
 POSITIONS = ("top center", "bottom center", "middle right", "middle left")
+# The ceiling chart's plotting area in pixels (its card: 420 high, about half the page wide,
+# minus margins) and the size of a 10-pixel label's characters: enough to tell which labels
+# would print over each other.
+PLOT_PX = (520.0, 240.0)
+CHAR_PX, LINE_PX, GAP_PX = 6.0, 12.0, 6.0
+
+Box = tuple[float, float, float, float]  # (left, top, right, bottom) in pixels
+
+
+def _label_box(px: float, py: float, text: str, position: str) -> Box:
+    w, h = CHAR_PX * len(text), LINE_PX
+    if position == "top center":
+        return (px - w / 2, py - GAP_PX - h, px + w / 2, py - GAP_PX)
+    if position == "bottom center":
+        return (px - w / 2, py + GAP_PX, px + w / 2, py + GAP_PX + h)
+    if position == "middle right":
+        return (px + GAP_PX, py - h / 2, px + GAP_PX + w, py + h / 2)
+    return (px - GAP_PX - w, py - h / 2, px - GAP_PX, py + h / 2)
+
+
+def _overlaps(a: Box, b: Box) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+def place_labels(
+    points: list[tuple[float, float, str]], x_range: tuple[float, float],
+    y_range: tuple[float, float], reserved: Sequence[tuple[float, float, str]] = (),
+) -> list[tuple[str, str]]:
+    """(text, position) for each point's label: the first of ``POSITIONS`` where it prints
+    over no other label and no marker, else no label (its name stays on hover).  ``reserved``:
+    points whose labels are always drawn, above them (the highlighted runs).  Labels that
+    cannot all be read (a cluster of runs with the same ceiling and efficiency) are left out
+    instead of printed over each other."""
+    (x0, x1), (y0, y1) = x_range, y_range
+
+    def pixels(x: float, y: float) -> tuple[float, float]:
+        return ((x - x0) / (x1 - x0 or 1.0) * PLOT_PX[0], (y1 - y) / (y1 - y0 or 1.0) * PLOT_PX[1])
+
+    taken: list[Box] = []
+    for x, y, _ in [*points, *reserved]:  # every marker
+        px, py = pixels(x, y)
+        taken.append((px - 4, py - 4, px + 4, py + 4))
+    for x, y, text in reserved:
+        taken.append(_label_box(*pixels(x, y), text, "top center"))
+    out = []
+    for x, y, text in points:
+        px, py = pixels(x, y)
+        for position in POSITIONS:
+            box = _label_box(px, py, text, position)
+            if not any(_overlaps(box, t) for t in taken):  # (its own marker: clear by GAP_PX)
+                taken.append(box)
+                out.append((text, position))
+                break
+        else:
+            out.append(("", POSITIONS[0]))
+    return out
 
 
 def ceiling_figure(rows: list[dict[str, Any]]) -> go.Figure:
@@ -126,24 +183,34 @@ def ceiling_figure(rows: list[dict[str, Any]]) -> go.Figure:
     if not pts:
         return empty_figure("no fitted runs yet", title)
     fig = go.Figure()
+    x_range, y_range = _ranges(pts)
     others = [r for r in pts if not r.get("highlight")]
     if others:
-        # Few enough to read: every run is labelled (positions alternate so neighbours do not
-        # print over each other); many: unlabelled, the names on hover.
+        # Few enough to read: each run is labelled where its label prints over no other (a
+        # run in a tight cluster keeps its name on hover only); many: all on hover.
         labelled = len(others) <= MAX_LABELLED
         cls = go.Scatter if labelled else go.Scattergl
+        names = [html.escape(r["label"]) for r in others]
+        ys = [float(r.get("A") or r["A_lower_bound"]) for r in others]
+        placed = place_labels(
+            [(float(r["B"]), y, n) for r, y, n in zip(others, ys, names, strict=True)],
+            x_range, y_range,
+            [(float(r["B"]), float(r.get("A") or r["A_lower_bound"]), html.escape(r["label"]))
+             for r in pts if r.get("highlight")],
+        ) if labelled else [("", POSITIONS[0])] * len(others)
         fig.add_trace(
             cls(
                 x=[r["B"] for r in others],
-                y=[r.get("A") or r.get("A_lower_bound") for r in others],
-                text=[html.escape(r["label"]) for r in others],
+                y=ys,
+                text=[t for t, _ in placed],
+                customdata=names,
                 mode="markers+text" if labelled else "markers",
-                textposition=[POSITIONS[i % len(POSITIONS)] for i in range(len(others))],
+                textposition=[p for _, p in placed],
                 textfont={"size": 10, "color": "#78909c"},
                 marker={"color": GREY, "size": 7, "opacity": 0.6},
                 name="other runs",
                 meta="others",
-                hovertemplate="%{text}<br>B %{x:.3g}<br>A %{y:.3f}<extra></extra>",
+                hovertemplate="%{customdata}<br>B %{x:.3g}<br>A %{y:.3f}<extra></extra>",
             )
         )
     for r in (r for r in pts if r.get("highlight") and r.get("kind") == "group"):
@@ -171,23 +238,28 @@ def ceiling_figure(rows: list[dict[str, Any]]) -> go.Figure:
             )
         )  # fmt: skip
     base_layout(fig, title, "B (efficiency: higher reaches A sooner)", "A (ceiling)", False)
-    seeds = [s for r in pts for s in r.get("seeds") or []
-             if s.get("B") is not None and (s.get("A") or s.get("A_lower_bound")) is not None]
-    bs = [r["B"] for r in pts] + [s["B"] for s in seeds]
-    pad = max((max(bs) - min(bs)) * 0.15, 0.1)
-    # Room above and below the points for their labels and intervals, clear of the ticks.
-    ys = [v for r in pts for v in (r.get("A_ci") or []) if v is not None]
-    ys += [r.get("A") or r.get("A_lower_bound") for r in pts]
-    ys += [v for s in seeds if (v := s.get("A") or s.get("A_lower_bound")) is not None]
-    y_pad = max((max(ys) - min(ys)) * 0.2, 0.02)
     fig.update_layout(
-        xaxis={"range": [min(bs) - pad, max(bs) + pad]},
-        yaxis={"range": [min(ys) - y_pad, max(ys) + y_pad]},
+        xaxis={"range": list(x_range)},
+        yaxis={"range": list(y_range)},
         legend={"orientation": "h", "y": -0.3, "x": 0, "xanchor": "left", "yanchor": "top"},
         margin={"b": 120},
     )
     fig.update_traces(cliponaxis=False, selector={"type": "scatter"})
     return fig
+
+
+def _ranges(pts: list[dict[str, Any]]) -> tuple[tuple[float, float], tuple[float, float]]:
+    """The ceiling chart's axes: every run, recipe and seed, with room above and below the
+    points for their labels and intervals, clear of the ticks."""
+    seeds = [s for r in pts for s in r.get("seeds") or []
+             if s.get("B") is not None and (s.get("A") or s.get("A_lower_bound")) is not None]
+    bs = [r["B"] for r in pts] + [s["B"] for s in seeds]
+    pad = max((max(bs) - min(bs)) * 0.15, 0.1)
+    ys = [v for r in pts for v in (r.get("A_ci") or []) if v is not None]
+    ys += [r.get("A") or r.get("A_lower_bound") for r in pts]
+    ys += [v for s in seeds if (v := s.get("A") or s.get("A_lower_bound")) is not None]
+    y_pad = max((max(ys) - min(ys)) * 0.2, 0.02)
+    return (min(bs) - pad, max(bs) + pad), (min(ys) - y_pad, max(ys) + y_pad)
 
 
 def _recipe_traces(fig: go.Figure, r: dict[str, Any]) -> None:

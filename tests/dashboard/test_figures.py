@@ -223,6 +223,16 @@ def test_early_runs_get_sensible_axes_and_every_run_a_label() -> None:
     assert others.mode == "markers+text" and list(others.text) == ["run1", "run2", "run3", "run4"]
     lo, hi = fig.layout.yaxis.range
     assert lo < 0.6 and hi > 0.64
+    # A tight cluster: the labels that would print over each other are left out, never drawn
+    # on top of one another, and every run keeps its name on hover.
+    rows = [{"id": i, "label": f"scalerl-8b-recipe-{i}", "A": 0.6 + i / 2000, "B": 2.0 + i / 200,
+             "color": "#f00", "highlight": False} for i in range(8)]
+    rows.append({"id": 99, "label": "far", "A": 0.4, "B": 1.0, "color": "#f00"})
+    others = F.ceiling_figure(rows).data[0]
+    shown = [t for t in others.text if t]
+    assert 1 <= len(shown) < 8 and "far" in shown
+    assert list(others.customdata) == [r["label"] for r in rows]
+    assert "%{customdata}" in others.hovertemplate
 
 
 def test_fit_caption_names_a_noise_prior_and_where_it_came_from() -> None:
