@@ -65,6 +65,11 @@ def layout(state: str | None = None, **_: Any) -> html.Div:
                 sort_action="native",
                 filter_action="native",
                 page_size=20,
+                # The message is what an alert says: wrapped in full, not cut to "…".
+                style_cell_conditional=[
+                    {"if": {"column_id": "message"}, "whiteSpace": "normal", "minWidth": 320,
+                     "maxWidth": 560},
+                ],
                 style_data_conditional=[
                     {
                         "if": {"column_id": "state", "filter_query": '{state} = "open"'},

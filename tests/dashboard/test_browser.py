@@ -270,6 +270,12 @@ def test_alerts_page_lists_deliveries_and_acknowledges(seeded, page) -> None:  #
     row = page.locator("#alerts-table tr", has_text="fast-lowceiling").first
     row.wait_for(timeout=30_000)
     assert "open" in row.inner_text()
+    # The message, what the alert says, is shown whole (wrapped), and the row's radio too:
+    # neither cell is cut short (content wider than the cell).
+    clipped = row.evaluate("""r => [...r.querySelectorAll(
+        'td.dash-select-cell, td[data-dash-column="message"]')].filter(
+        c => c.scrollWidth > c.clientWidth + 1).map(c => c.className)""")
+    assert clipped == []
     row.locator("input[type=radio]").check()
     page.locator("#alerts-deliveries-table").wait_for(timeout=30_000)
     assert "127.0.0.1:9" in page.locator("#alerts-deliveries").inner_text()
