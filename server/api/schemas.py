@@ -451,7 +451,9 @@ class FitHistoryEntry(BaseModel):
     break_: dict[str, Any] | None = Field(
         None, alias="break",
         description="the fit's break (compute, step, drop, ceiling_upper, regime) or null: a "
-                    "broken run's fit withholds A, and ceiling_upper bounds its new ceiling")
+                    "broken run's fit withholds A, and ceiling_upper bounds its new ceiling; "
+                    "regime is 'fitted' when A and the forecast describe the evaluations since "
+                    "the break, 'too_few_points' (fewer than 12 since it) or 'unidentified'")
 
 
 class FitHistory(BaseModel):
