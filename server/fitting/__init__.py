@@ -28,7 +28,9 @@ How ``method="default"`` fits (modules in brackets):
 5. Uncertainty from a grid posterior over (rho, ln C_mid, B): the evaluation noise is AR(1) in
    evaluation order with its rho and sigma integrated out (Prais-Winsten whitening keeps A and
    R0 linear, so each cell is closed form), Jeffreys' prior over the curve's shape (ln C_mid,
-   B in [0.5, 8]) -- without the gain's factor, which would be a prior pulling A up -- flat
+   B in [0.5, 8]) -- without the gain's factor, which would be a prior pulling A up, and
+   computed for the window's evaluations continued at their pace to 1.5 x its end, since over
+   the window alone it favours knees inside the window and holds a young run's A low -- flat
    priors on A and R0, and a flat prior on rho -- or, opt-in (``FitOptions.noise_prior``), a
    normal prior on rho learned from the project's finished runs, which share its evaluation
    set [noise_prior]; also opt-in
