@@ -160,11 +160,14 @@ class RhoGrid:
         self.n = x.size
         self.log_jeff = np.zeros_like(self.a_u)
         if jeffreys:
-            self._jeffreys(reference_design(x))
+            self._jeffreys(reference_design(x), s)
 
-    def _jeffreys(self, x: FloatArray) -> None:
+    def _jeffreys(self, x: FloatArray, s_window: FloatArray) -> None:
+        """``x``: the reference design, which starts with the window's evaluations, whose
+        curve columns ``s_window`` the likelihood already computed."""
         rho = RHO_GRID
-        s = frac(x[None, :], self.m[:, None], self.b[:, None])
+        beyond = x[None, s_window.shape[1]:]
+        s = np.concatenate([s_window, frac(beyond, self.m[:, None], self.b[:, None])], axis=1)
         ds = s * (1.0 - s)
         # Jeffreys' prior over the curve's shape given rho (whitened Fisher information),
         # normalised per rho so it shapes (m, B) without tilting rho.  The two gain-scaled
