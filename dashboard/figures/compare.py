@@ -176,6 +176,11 @@ def place_labels(
     return out
 
 
+def _point(r: dict[str, Any]) -> tuple[float, float, str]:
+    """A run's marker on the ceiling chart: (B, A or its lower bound, escaped name)."""
+    return float(r["B"]), float(r.get("A") or r["A_lower_bound"]), html.escape(r["label"])
+
+
 def ceiling_figure(rows: list[dict[str, Any]]) -> go.Figure:
     """Ceiling (A) against efficiency (B), one marker per run; highlighted runs in colour."""
     title = "Ceiling vs efficiency"
@@ -190,18 +195,15 @@ def ceiling_figure(rows: list[dict[str, Any]]) -> go.Figure:
         # run in a tight cluster keeps its name on hover only); many: all on hover.
         labelled = len(others) <= MAX_LABELLED
         cls = go.Scatter if labelled else go.Scattergl
-        names = [html.escape(r["label"]) for r in others]
-        ys = [float(r.get("A") or r["A_lower_bound"]) for r in others]
+        points = [_point(r) for r in others]
+        names = [n for _, _, n in points]
         placed = place_labels(
-            [(float(r["B"]), y, n) for r, y, n in zip(others, ys, names, strict=True)],
-            x_range, y_range,
-            [(float(r["B"]), float(r.get("A") or r["A_lower_bound"]), html.escape(r["label"]))
-             for r in pts if r.get("highlight")],
+            points, x_range, y_range, [_point(r) for r in pts if r.get("highlight")]
         ) if labelled else [("", POSITIONS[0])] * len(others)
         fig.add_trace(
             cls(
                 x=[r["B"] for r in others],
-                y=ys,
+                y=[y for _, y, _ in points],
                 text=[t for t, _ in placed],
                 customdata=names,
                 mode="markers+text" if labelled else "markers",
