@@ -15,18 +15,22 @@ from sqlalchemy.orm import Session
 from scalewatch.server import limits
 from scalewatch.server.db.models import Point, Project, Run, Series, utcnow
 from scalewatch.server.ingest import Batch, PointRow, SeriesPoints, group_rows
-from scalewatch.server.store import pgarrays
 from scalewatch.server.store.base import Ingested, NotFound, PointsPage
 from scalewatch.server.store.chunks import (
     CHUNK_LEVELS,
     ChunkRow,
     all_levels,
-    conflict_sql,
-    level_columns,
     upsert_sql,
 )
-from scalewatch.server.store.common import SqlBase, dialect_insert
-from scalewatch.server.store.group_marks import UPSERT_PG, UPSERT_SQLITE
+from scalewatch.server.store.common import dialect_insert
+from scalewatch.server.store.group_marks import UPSERT_SQLITE
+from scalewatch.server.store.ingest_pg import (
+    Appends,
+    PgIngestMixin,
+    chunk_split,
+    newest,
+    point_arrays,
+)
 from scalewatch.server.store.runs_sql import resolve_fit_metric
 
 # Each bucket keeps its first, last, lowest and highest point: collapses and spikes survive
@@ -62,41 +66,6 @@ WITH up AS (
 )
 SELECT count(*) FILTER (WHERE overwritten) FROM up
 """
-
-_PG_RUN_SUMMARY = """
-UPDATE runs SET last_seen_at = %s,
-    last_step = CASE WHEN last_step IS NULL OR last_step <= %s THEN %s ELSE last_step END,
-    last_compute = CASE WHEN last_step IS NULL OR last_step <= %s THEN %s ELSE last_compute END
-WHERE id = %s
-RETURNING COALESCE(fit_metric, (SELECT p.fit_metric FROM projects p WHERE p.id = runs.project_id)),
-    project_id, group_name
-"""
-
-_PG_SERIES = "SELECT name, id, last_step FROM series WHERE run_id = %s"
-
-# Every series of the batch in one statement: counters always move, the latest value only when
-# the batch reaches at least as far as what is stored (a replayed old batch must not turn back
-# the summary), and the fit metric's refit counter (the refitter's marker) is bumped.
-_PG_SERIES_SUMMARY = """
-UPDATE series AS s SET updated_at = %s,
-    n_points = s.n_points + u.inserted,
-    last_step = CASE WHEN s.last_step IS NULL OR s.last_step <= u.step
-                     THEN u.step ELSE s.last_step END,
-    last_compute = CASE WHEN s.last_step IS NULL OR s.last_step <= u.step
-                        THEN u.compute ELSE s.last_compute END,
-    last_value = CASE WHEN s.last_step IS NULL OR s.last_step <= u.step
-                      THEN u.value ELSE s.last_value END,
-    refit_requested = s.refit_requested + u.refit
-FROM unnest(%s::int[], %s::bigint[], %s::bigint[], %s::float8[], %s::float8[], %s::int[])
-     AS u(id, inserted, step, compute, value, refit)
-WHERE s.id = u.id
-"""
-
-# Chunk rows built from appended points (chunks.all_levels), merged into the stored chunks
-# (chunks.conflict_sql). Their columns as binary arrays (`pgarrays`): one prepared statement
-# whatever the rows, where the rows as literals made a new statement to parse and plan at every
-# ingest (0.26-0.29 -> 0.12-0.14 ms of database CPU for a batch's three, in-process).
-_PG_CHUNK_MERGE = pgarrays.CHUNKS_INSERT + " " + conflict_sql("postgresql", merge=True)
 
 
 # Downsampling from point_chunks (see PointsMixin._downsample_chunks): chunks inside one bucket
@@ -174,42 +143,6 @@ _SQLITE_UPSERT = (
 )
 
 
-Appends = list[tuple[int, SeriesPoints]]  # (series id, its new points), by series id
-
-
-def _point_arrays(appends: Appends) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Series ids, steps, computes and values of appended points, series after series."""
-    return (
-        np.concatenate([np.full(len(sp.steps), sid, dtype=np.int64) for sid, sp in appends]),
-        np.concatenate([np.asarray(sp.steps, dtype=np.int64) for _, sp in appends]),
-        np.concatenate([np.asarray(sp.computes, dtype=np.float64) for _, sp in appends]),
-        np.concatenate([np.asarray(sp.values, dtype=np.float64) for _, sp in appends]),
-    )
-
-
-def _chunk_split(
-    arrays: tuple[np.ndarray, ...], last_steps: dict[int, int | None] | None
-) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """The chunk rows of appended points (`_point_arrays`), as columns: (new, merge). With
-    `last_steps` (series id -> its largest stored step, None: no points), the chunks past the
-    one holding that step cannot exist yet (new: a plain INSERT); only that one chunk a level
-    is merged (the merge's conflict checks cost ~50 us a row). Without, every row is merged."""
-    cols = level_columns(*arrays)
-    if last_steps is None:
-        return [c[:0] for c in cols], cols
-    stored = {sid: -1 if last is None else last for sid, last in last_steps.items()}
-    last = np.array([stored[sid] for sid in cols[0].tolist()], dtype=np.int64)
-    new = cols[2] > (last >> cols[1])  # -1 >> level is -1: every chunk of an empty series
-    return [c[new] for c in cols], [c[~new] for c in cols]
-
-
-def _newest(by_metric: Batch) -> tuple[int, float]:
-    """(step, compute) of the batch's point with the largest step (the run summary's; the first
-    metric's on a tie, as the rows' max() picked)."""
-    newest = max(by_metric.values(), key=lambda b: b.steps[-1])
-    return newest.steps[-1], newest.computes[-1]
-
-
 def _rows(columns: list[np.ndarray]) -> list[tuple]:
     """Chunk columns as rows of Python numbers (what the sqlite3 driver binds)."""
     return list(zip(*(c.tolist() for c in columns), strict=True))
@@ -241,7 +174,7 @@ class _LRU:
 _DOWNSAMPLED = _LRU()
 
 
-class PointsMixin(SqlBase):
+class PointsMixin(PgIngestMixin):
     def ingest_points(self, run_id: int, rows: list[PointRow]) -> Ingested:
         """Upsert rows on (run, metric, step) in one transaction; returns (accepted, updated)
         and whether a refit was queued."""
@@ -252,12 +185,7 @@ class PointsMixin(SqlBase):
         decoded that way by `fastdecode.parse_batch`)."""
         n_rows = sum(len(b.steps) for b in by_metric.values())
         if self.dialect == "postgresql" and by_metric:
-            # A Core connection, not an ORM session: the session's bookkeeping alone cost
-            # ~0.2 ms of CPU a batch. Committed at the end (the pipeline's COMMIT already did),
-            # rolled back if anything raised.
-            with self.engine.begin() as conn:
-                inserted_total, refit = self._ingest_pg(conn, run_id, by_metric)
-            return Ingested(n_rows, n_rows - inserted_total, refit)
+            return self._ingest_batch_pg(run_id, by_metric)  # `ingest_pg`
 
         with self.session() as s:
             if self.dialect == "sqlite":
@@ -306,103 +234,6 @@ class PointsMixin(SqlBase):
             refit = self._update_summaries(s, run, series_ids, by_metric, inserted)
             return Ingested(n_rows, n_rows - sum(inserted.values()), refit)
 
-    def _ingest_pg(self, conn: Connection, run_id: int, by_metric: Batch) -> tuple[int, bool]:
-        """The PostgreSQL ingest in three round trips, whatever the number of metrics: the
-        pool's ping; one pipeline of BEGIN, the run row (lock + summary) and the series read;
-        one pipeline of the points' INSERT (`pgarrays`: binary arrays, no float formatted or
-        parsed; the chunk rows and summaries are built while the database inserts them), the
-        new chunks' INSERT, the merge of the chunks they continue, the summary UPDATE and
-        COMMIT. Returns (rows inserted, whether a refit was queued).
-
-        Plain SQL on the driver connection (prepared by psycopg after a few calls): building
-        SQLAlchemy expressions per series cost more CPU than the database work itself."""
-        raw: Any = conn.connection.driver_connection  # psycopg's
-        now = utcnow()
-        newest_all = _newest(by_metric)
-        run_cur, series_cur = raw.cursor(), raw.cursor()
-        try:
-            # One round trip. The UPDATE takes the run row's lock (concurrent batches of one
-            # run serialise here; lock order run, then series) and moves the run summary,
-            # which depends on the batch alone (every SET sees the old row). The SELECT is a
-            # statement of its own, run after the UPDATE got the lock: its snapshot sees what
-            # the previous holder of the lock committed (a CTE would read from before the
-            # wait). A pipeline only saves the waits between them.
-            with raw.pipeline():
-                run_cur.execute(_PG_RUN_SUMMARY, (now, newest_all[0], newest_all[0],
-                                                  newest_all[0], newest_all[1], run_id))
-                series_cur.execute(_PG_SERIES, (run_id,))
-            run = run_cur.fetchone()
-            found = series_cur.fetchall()
-        finally:
-            run_cur.close()
-            series_cur.close()
-        if run is None:
-            raise NotFound(f"run {run_id} not found")
-        fit_metric_explicit, project_id, group = run
-        names = sorted(by_metric)
-        if any(n not in {r[0] for r in found} for n in names):
-            series_ids, last_steps = self._ensure_series(conn, run_id, names)
-        else:
-            series_ids = {r[0]: r[1] for r in found}
-            last_steps = {r[0]: r[2] for r in found}
-        inserted: dict[str, int] = {}
-        appends: Appends = []
-        rewritten: Appends = []
-        for metric in sorted(by_metric, key=lambda m: series_ids[m]):
-            batch = by_metric[metric]
-            last = last_steps.get(metric)
-            if last is None or batch.steps[0] > last:
-                appends.append((series_ids[metric], batch))  # nothing can conflict
-                inserted[metric] = len(batch.steps)
-            else:
-                inserted[metric] = len(batch.steps) - self._upsert_series_points(
-                    conn, series_ids[metric], batch
-                )
-                rewritten.append((series_ids[metric], batch))
-        arrays = _point_arrays(appends) if appends else None
-
-        def plan() -> tuple[list[np.ndarray], list[np.ndarray], tuple]:
-            """The chunk rows and the summary UPDATE's arguments (Python only)."""
-            new, merge = ([], []) if arrays is None else _chunk_split(
-                arrays, {series_ids[m]: last_steps.get(m) for m in by_metric}
-            )
-            fit = resolve_fit_metric(fit_metric_explicit, list(series_ids))
-            ids, counts, steps, computes, values, refits = [], [], [], [], [], []
-            for metric in sorted(by_metric, key=lambda m: series_ids[m]):
-                batch = by_metric[metric]
-                ids.append(series_ids[metric])
-                counts.append(inserted[metric])
-                steps.append(batch.steps[-1])
-                computes.append(batch.computes[-1])
-                values.append(batch.values[-1])
-                refits.append(1 if metric == fit else 0)  # the refit marker
-            return new, merge, (fit, (now, ids, counts, steps, computes, values, refits))
-
-        self._replace_chunks(conn, rewritten)  # a rewrite reads its points: before the pipeline
-        # One round trip: the points, the chunks, the summaries and the group's refit mark, and
-        # COMMIT (a failed statement aborts the pipeline before COMMIT; the connection's own
-        # commit then finds nothing to do, a failure rolls back as usual). The points' INSERT
-        # is sent first: the database inserts them while this thread plans the chunks and
-        # summaries.
-        with raw.pipeline(), raw.cursor() as cur:
-            pgarrays.register(cur)
-            if arrays is not None:  # nothing can conflict: past every stored step of its series
-                walls = appends[0][1].walls if len(appends) == 1 else [
-                    w for _, sp in appends for w in sp.walls]  # fmt: skip
-                cur.execute(pgarrays.POINTS_INSERT, pgarrays.points_params(*arrays, walls))
-            new, merge, (fit_metric, summary) = plan()
-            if new and len(new[0]):
-                cur.execute(pgarrays.CHUNKS_INSERT, pgarrays.chunks_params(new))
-            if merge and len(merge[0]):
-                cur.execute(_PG_CHUNK_MERGE, pgarrays.chunks_params(merge))
-            cur.execute(_PG_SERIES_SUMMARY, summary)
-            if group is not None and fit_metric in by_metric:
-                # A member's new points of its fit metric: its group is refitted too (group
-                # rows are locked last, as group_marks does).
-                cur.execute(UPSERT_PG, (project_id, group, fit_metric, now))
-            raw.commit()
-        return sum(inserted.values()), fit_metric in by_metric
-
     def _maintain_chunks(self, s: Session, appended: Appends, rewritten: Appends) -> None:
         """Keep `point_chunks` exact (`server/store/chunks.py`), in the ingest's transaction
         (SQLite; PostgreSQL's ingest writes the same rows in fewer round trips).
@@ -413,7 +244,7 @@ class PointsMixin(SqlBase):
         """
         conn = s.connection()
         if appended:
-            _, merge = _chunk_split(_point_arrays(appended), None)
+            _, merge = chunk_split(point_arrays(appended), None)
             conn.exec_driver_sql(upsert_sql(self.dialect, merge=True), _rows(merge))
         self._replace_chunks(conn, rewritten)
 
@@ -527,7 +358,7 @@ class PointsMixin(SqlBase):
             if metric == fit_metric:
                 values["refit_requested"] = Series.refit_requested + 1
             s.execute(update(Series).where(Series.id == series_ids[metric]).values(**values))
-        newest_step, newest_compute = _newest(by_metric)
+        newest_step, newest_compute = newest(by_metric)
         is_newer = Run.last_step.is_(None) | (Run.last_step <= newest_step)
         s.execute(
             update(Run)

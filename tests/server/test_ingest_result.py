@@ -25,7 +25,7 @@ def test_ingest_says_whether_it_queued_a_refit(store):  # noqa: ANN001
 def test_an_ingest_that_fails_in_the_database_stores_nothing(store, monkeypatch):  # noqa: ANN001
     """The last statements (summaries, and on PostgreSQL COMMIT pipelined with them) failing
     leaves no point, chunk or summary of the batch; the same batch then goes in whole."""
-    from scalewatch.server.store import points_sql
+    from scalewatch.server.store import ingest_pg, points_sql
 
     run, _ = store.get_or_create_run("p", "r")
     rid = run["id"]
@@ -36,8 +36,8 @@ def test_an_ingest_that_fails_in_the_database_stores_nothing(store, monkeypatch)
         raise RuntimeError("database went away")
 
     if store.dialect == "postgresql":  # a statement in the pipeline that ends with COMMIT
-        bad = points_sql._PG_SERIES_SUMMARY.replace("WHERE s.id = u.id", "WHERE 1 / 0 = 1")
-        monkeypatch.setattr(points_sql, "_PG_SERIES_SUMMARY", bad)
+        bad = ingest_pg._SERIES_SUMMARY.replace("WHERE s.id = u.id", "WHERE 1 / 0 = 1")
+        monkeypatch.setattr(ingest_pg, "_SERIES_SUMMARY", bad)
     else:
         monkeypatch.setattr(points_sql.PointsMixin, "_update_summaries", boom)
     try:
