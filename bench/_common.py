@@ -146,3 +146,21 @@ class Server:
             self.proc.wait(20)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+
+
+# MLflow (its server) is a bench-only dependency, in a venv of its own: the project's venv has
+# only the client (mlflow-skinny, for the MLflow-compatible endpoint's tests).
+MLFLOW_VENV = ROOT / ".bench" / "mlflow-venv"
+MLFLOW_PIN = "mlflow==3.17.2"
+
+
+def ensure_mlflow() -> Path | None:
+    py = MLFLOW_VENV / "bin" / "python"
+    if not py.exists():
+        print(f"installing {MLFLOW_PIN} into .bench/mlflow-venv (bench-only dependency)...",
+              flush=True)
+        subprocess.run([sys.executable, "-m", "venv", str(MLFLOW_VENV)], check=True)
+        r = subprocess.run([str(py), "-m", "pip", "install", "-q", MLFLOW_PIN, "psycopg[binary]"])
+        if r.returncode != 0:
+            return None
+    return py

@@ -38,6 +38,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import trainer_client as sw  # noqa: E402
+from bench._common import MLFLOW_VENV, ensure_mlflow  # noqa: E402
 
 
 def free_port() -> int:
@@ -148,7 +149,10 @@ def bench_mlflow(tmp: str, sync_calls: int, async_calls: int) -> dict | str:
         import mlflow
     except ImportError:
         return "MLflow is not installed (pip install mlflow); MLflow figures skipped"
-    exe = shutil.which("mlflow") or str(Path(sys.executable).with_name("mlflow"))
+    # The server from the bench's own MLflow venv (this venv has only the client, mlflow-skinny).
+    if ensure_mlflow() is None:
+        return "could not install MLflow into .bench/mlflow-venv; MLflow figures skipped"
+    exe = str(MLFLOW_VENV / "bin" / "mlflow")
     port = free_port()
     proc = subprocess.Popen(
         [exe, "server", "--backend-store-uri", f"sqlite:///{tmp}/mlflow.db",
@@ -159,7 +163,8 @@ def bench_mlflow(tmp: str, sync_calls: int, async_calls: int) -> dict | str:
     try:
         url = f"http://127.0.0.1:{port}"
         if not wait_http(url + "/health", 180, proc):
-            return "MLflow server did not start within 180 s; MLflow figures skipped"
+            why = "exited" if proc.poll() is not None else "did not answer within 180 s"
+            return f"MLflow server {why}; MLflow figures skipped"
         mlflow.set_tracking_uri(url)
         mlflow.set_experiment("scalewatch-bench")
         res = {}

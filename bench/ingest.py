@@ -36,9 +36,14 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench._common import ROOT, Server, TempDatabase, free_port, pg_available  # noqa: E402
-
-MLFLOW_VENV = ROOT / ".bench" / "mlflow-venv"
+from bench._common import (  # noqa: E402
+    MLFLOW_VENV,
+    Server,
+    TempDatabase,
+    ensure_mlflow,
+    free_port,
+    pg_available,
+)
 
 
 def batches(n_values: int, batch: int, metrics: int) -> list[bytes]:
@@ -203,21 +208,6 @@ def bench_client_ceiling(n_values: int, batch: int, clients: int = 1) -> float |
 # The reference is pinned: unpinned, the "x MLflow" ratio moved between sessions with the
 # release pip picked (earlier sessions, release not recorded: 4.7-5.6k values/s; 3.17.2: 8.2-9.8k;
 # scalewatch itself unchanged).
-MLFLOW_PIN = "mlflow==3.17.2"
-
-
-def ensure_mlflow() -> Path | None:
-    py = MLFLOW_VENV / "bin" / "python"
-    if not py.exists():
-        print(f"installing {MLFLOW_PIN} into .bench/mlflow-venv (bench-only dependency)...",
-              flush=True)
-        subprocess.run([sys.executable, "-m", "venv", str(MLFLOW_VENV)], check=True)
-        r = subprocess.run([str(py), "-m", "pip", "install", "-q", MLFLOW_PIN, "psycopg[binary]"])
-        if r.returncode != 0:
-            return None
-    return py
-
-
 def run_mlflow_client(py: Path, url: str, n_values: int, batch: int, clients: int
                       ) -> float | None:
     """Values/s the real mlflow client's log_batch reaches against the tracking server `url`."""

@@ -153,6 +153,7 @@ class Level:
     sent: int = 0
     seconds: float = 0.0
     error_kinds: dict[str, int] = field(default_factory=dict)
+    batches_a_commit: float | None = None  # the group commit's batches per transaction
 
     def p(self, q: float) -> float:
         if not self.latencies:
@@ -202,11 +203,27 @@ class Target:
         new = await asyncio.gather(*(bounded(i) for i in range(len(self.trainers), n)))
         self.trainers.extend(new)
 
+    async def ingest_groups(self) -> tuple[int, int] | None:
+        """(transactions, batches) of the server's ingest group commit, from /metrics (None:
+        a server without it, e.g. an older --baseline-ref or SQLite)."""
+        conn = Conn(self.host, self.port)
+        try:
+            status, data = await conn.request("GET", "/metrics", b"", {})
+        finally:
+            conn.close()
+        found = dict(line.rsplit(" ", 1) for line in data.decode().splitlines()
+                     if line.startswith("scalewatch_ingest_group"))  # fmt: skip
+        if status != 200 or len(found) != 2:
+            return None
+        return (int(found["scalewatch_ingest_groups_total"]),
+                int(found["scalewatch_ingest_group_batches_total"]))
+
     async def run_level(self, n: int, seconds: float, warmup: float,
                         interval: float = 1.0) -> Level:
         """`interval`: seconds between a trainer's requests (0: back to back, a closed loop)."""
         await self.ensure(n)
         level = Level(n)
+        groups_before = await self.ingest_groups()
         loop = asyncio.get_running_loop()
         start = loop.time()
         count_from, stop_at = start + warmup, start + warmup + seconds
@@ -249,6 +266,10 @@ class Target:
 
         await asyncio.gather(*(trainer(tr) for tr in self.trainers[:n]))
         level.seconds = seconds
+        groups_after = await self.ingest_groups()
+        if groups_before and groups_after and groups_after[0] > groups_before[0]:
+            level.batches_a_commit = ((groups_after[1] - groups_before[1])
+                                      / (groups_after[0] - groups_before[0]))
         return level
 
 
@@ -264,8 +285,9 @@ def row(label: str, lv: Level, p99_ms: float) -> str:
     rate = lv.sent / lv.seconds if lv.seconds else 0.0
     kinds = ", ".join(f"{k}: {v}" for k, v in sorted(lv.error_kinds.items()))
     verdict = "ok" if lv.ok(p99_ms) else "MISS"
+    grouped = "" if lv.batches_a_commit is None else f"  {lv.batches_a_commit:.1f} batches/commit"
     return (f"{label:10s} {lv.n:5d} {lv.sent:7d} {rate:8.1f} {lv.p50:9.1f} {lv.p99:9.1f} "
-            f"{lv.errors:6d}  {verdict}{'  (' + kinds + ')' if kinds else ''}")
+            f"{lv.errors:6d}  {verdict}{'  (' + kinds + ')' if kinds else ''}{grouped}")
 
 
 async def main_async(args: argparse.Namespace, targets: list[Target]) -> dict[str, list[Level]]:

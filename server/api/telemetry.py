@@ -43,7 +43,9 @@ class Metrics:
             else:
                 self.fit_failures += 1
 
-    def render(self) -> str:
+    def render(self, ingest_groups: tuple[int, int] | None = None) -> str:
+        """The text exposition; `ingest_groups`: (groups, batches) written by the store's group
+        commit (PostgreSQL), whose ratio is how many batches shared a transaction."""
         lines = [
             "# HELP scalewatch_requests_total HTTP requests by method, route and status.",
             "# TYPE scalewatch_requests_total counter",
@@ -80,6 +82,16 @@ class Metrics:
                 "# HELP scalewatch_fit_failures_total Refits that raised.",
                 "# TYPE scalewatch_fit_failures_total counter",
                 f"scalewatch_fit_failures_total {self.fit_failures}",
+            ]
+        if ingest_groups is not None:
+            lines += [
+                "# HELP scalewatch_ingest_groups_total Ingest transactions (PostgreSQL: batches "
+                "waiting meanwhile are written together).",
+                "# TYPE scalewatch_ingest_groups_total counter",
+                f"scalewatch_ingest_groups_total {ingest_groups[0]}",
+                "# HELP scalewatch_ingest_group_batches_total Batches those transactions wrote.",
+                "# TYPE scalewatch_ingest_group_batches_total counter",
+                f"scalewatch_ingest_group_batches_total {ingest_groups[1]}",
             ]
         return "\n".join(lines) + "\n"
 

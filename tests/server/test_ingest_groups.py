@@ -31,7 +31,8 @@ def _state(store, project: str) -> dict:  # noqa: ANN001
     with store.engine.connect() as c:
         q = lambda sql: [tuple(r) for r in c.execute(text(sql), {"p": project}).all()]  # noqa: E731
         runs = "FROM runs r JOIN projects p ON p.id = r.project_id WHERE p.name = :p"
-        series = f"FROM series s JOIN runs r ON r.id = s.run_id JOIN projects p ON p.id = r.project_id WHERE p.name = :p"  # noqa: E501
+        series = ("FROM series s JOIN runs r ON r.id = s.run_id "
+                  "JOIN projects p ON p.id = r.project_id WHERE p.name = :p")
         return {
             "runs": q(f"SELECT r.name, r.last_step, r.last_compute {runs} ORDER BY r.name"),
             "series": q(f"SELECT r.name, s.name, s.n_points, s.last_step, s.last_compute, "
@@ -42,8 +43,9 @@ def _state(store, project: str) -> dict:  # noqa: ANN001
             "chunks": q(f"SELECT r.name, s.name, {', '.join('c.' + k for k in COLUMNS[1:])} "
                         f"{series.replace('FROM series s', 'FROM point_chunks c JOIN series s ON s.id = c.series_id')} "  # noqa: E501
                         f"ORDER BY 1, 2, 3, 4"),
-            "group_marks": q("SELECT g.group_name, g.metric, g.refit_requested FROM group_series g "
-                             "JOIN projects p ON p.id = g.project_id WHERE p.name = :p ORDER BY 1, 2"),
+            "group_marks": q("SELECT g.group_name, g.metric, g.refit_requested "
+                             "FROM group_series g JOIN projects p ON p.id = g.project_id "
+                             "WHERE p.name = :p ORDER BY 1, 2"),
         }
 
 
@@ -166,3 +168,14 @@ def test_concurrent_batches_are_grouped_and_each_caller_gets_its_own_result(  # 
     assert store.ingest_groups.groups - groups_before == 3
     assert [store.get_points(rid, "rl/kl").total for rid in ids] == [20, 35, 30, 30, 30]
     assert [store.get_run(rid)["last_step"] for rid in ids] == [19, 34, 29, 29, 29]
+
+
+def test_metrics_count_the_ingest_transactions_and_the_batches_they_wrote(api):  # noqa: ANN001
+    rid = api.post("/api/v1/runs", json={"project": "p", "name": "r"}).json()["id"]
+    for first in (0, 10):
+        points = [{"step": s, "compute": float(s), "metrics": {"m": 0.5}}
+                  for s in range(first, first + 10)]  # fmt: skip
+        assert api.post(f"/api/v1/runs/{rid}/points", json={"points": points}).status_code == 200
+    text_ = api.get("/metrics").text
+    assert "scalewatch_ingest_groups_total 2\n" in text_
+    assert "scalewatch_ingest_group_batches_total 2\n" in text_

@@ -50,6 +50,9 @@ def readyz(request: Request) -> JSONResponse:
 @router.get("/metrics", response_class=PlainTextResponse)
 def metrics(request: Request) -> PlainTextResponse:
     """Prometheus text format."""
+    store = request.app.state.store
+    groups = store.ingest_groups if store.dialect == "postgresql" else None
     return PlainTextResponse(
-        request.app.state.metrics.render(), media_type="text/plain; version=0.0.4"
+        request.app.state.metrics.render(groups and (groups.groups, groups.items)),
+        media_type="text/plain; version=0.0.4",
     )
