@@ -207,7 +207,7 @@ class PgIngestMixin(SqlBase):
         last_steps: dict[int, int | None] = {}
         summary: tuple[list, ...] = ([], [], [], [], [], [])  # the series summary's columns
         run_rows: tuple[list, ...] = ([], [], [])  # the runs summary's
-        marks: set[tuple[int, str, str]] = set()
+        marks: list[tuple[int, str, str]] = []  # one a batch, as when written one by one
         for run_id, by_metric in items:
             if run_id not in runs:
                 outcomes.append(NotFound(f"run {run_id} not found"))
@@ -231,7 +231,7 @@ class PgIngestMixin(SqlBase):
             for column, value in zip(run_rows, (run_id, *newest(by_metric)), strict=True):
                 column.append(value)
             if group is not None and fit in by_metric:
-                marks.add((project_id, group, fit))
+                marks.append((project_id, group, fit))
             n_rows = sum(len(b.steps) for b in by_metric.values())
             outcomes.append(Ingested(n_rows, 0, fit in by_metric))
         if not appends:

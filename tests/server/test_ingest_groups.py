@@ -50,7 +50,8 @@ def _state(store, project: str) -> dict:  # noqa: ANN001
 
 
 def _runs(store, project: str) -> list[int]:  # noqa: ANN001
-    fields = [{"group": "recipe-a"}, {"group": "recipe-a"},
+    fields = [{"group": "recipe-a", "fit_metric": "val/pass_rate"},
+              {"group": "recipe-a", "fit_metric": "val/pass_rate"},
               {"group": "recipe-b", "fit_metric": "rl/kl"}, {}, {}]  # fmt: skip
     return [store.get_or_create_run(project, f"r{i}", **f)[0]["id"] for i, f in enumerate(fields)]
 
@@ -79,7 +80,10 @@ def test_a_group_writes_exactly_what_one_batch_at_a_time_writes(store):  # noqa:
         assert outcomes == expected
     assert _state(store, "grouped") == _state(store, "one")
     state = _state(store, "one")
-    assert len(state["points"]) > 1000 and state["group_marks"]  # the test saw real work
+    assert len(state["points"]) > 1000  # the test saw real work
+    # Two members of one group in one transaction bump its mark once each, as one by one:
+    # twice when they joined it, twice a round.
+    assert ("recipe-a", "val/pass_rate", 2 + 2 * 4) in state["group_marks"]
 
 
 def test_a_group_defers_rewrites_and_new_metrics_and_reports_missing_runs(store):  # noqa: ANN001
