@@ -2,8 +2,8 @@
 
 `ingest_batch` hands each batch to a `GroupCommit`: alone, a batch is written by `_ingest_pg`
 exactly as it always was; when batches of other runs are waiting for the store too, they are
-written as one group by `_ingest_group_pg`, in the same three round trips and the same eight
-statements as one of them (a request's ingest costs ~2.3 ms of server CPU whatever its size:
+written as one group by `_ingest_group_pg`, in the same three round trips and one statement
+more than one of them takes (a request's ingest costs ~2.3 ms of server CPU whatever its size:
 statements and round trips, not rows). A group takes only the common case, points past
 everything stored of series that exist; a batch that rewrites stored steps or brings a new
 metric is written on its own right after the group commits, and if the group's transaction
