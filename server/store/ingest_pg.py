@@ -129,6 +129,18 @@ def newest(by_metric: Batch) -> tuple[int, float]:
     return newest.steps[-1], newest.computes[-1]
 
 
+def _appends_only(known: dict[str, tuple[int, int | None]], by_metric: Batch) -> bool:
+    """Whether every metric of the batch has a series (`known`: name -> (id, last stored
+    step)) and only points past its last stored step: the case a group takes."""
+    for metric, batch in by_metric.items():
+        if metric not in known:
+            return False
+        last = known[metric][1]
+        if last is not None and batch.steps[0] <= last:
+            return False
+    return True
+
+
 class PgIngestMixin(SqlBase):
     def __init__(self, engine: Any) -> None:
         super().__init__(engine)
@@ -213,8 +225,7 @@ class PgIngestMixin(SqlBase):
                 outcomes.append(NotFound(f"run {run_id} not found"))
                 continue
             known = series[run_id]
-            if any(m not in known or known[m][1] is not None and b.steps[0] <= known[m][1]
-                   for m, b in by_metric.items()):
+            if not _appends_only(known, by_metric):
                 outcomes.append(None)
                 continue
             fit_explicit, project_id, group = runs[run_id]
