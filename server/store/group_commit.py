@@ -75,7 +75,8 @@ class GroupCommit(Generic[T, R]):
                 outcomes = self._apply([s.item for s in group])
                 if len(outcomes) != len(group):
                     raise RuntimeError(f"{len(outcomes)} outcomes for {len(group)} items")
-            except Exception as exc:  # every caller of the group sees what went wrong
+            except BaseException as exc:  # every caller of the group sees what went wrong
+                # (BaseException too: a caller left without an outcome would wait forever)
                 outcomes = [exc] * len(group)
             for s, outcome in zip(group, outcomes, strict=True):
                 s.outcome = outcome
