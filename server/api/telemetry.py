@@ -45,7 +45,7 @@ class Metrics:
 
     def render(self, ingest_groups: tuple[int, int] | None = None) -> str:
         """The text exposition; `ingest_groups`: (groups, batches) written by the store's group
-        commit (PostgreSQL), whose ratio is how many batches shared a transaction."""
+        commit, whose ratio is how many batches shared a transaction."""
         lines = [
             "# HELP scalewatch_requests_total HTTP requests by method, route and status.",
             "# TYPE scalewatch_requests_total counter",
@@ -85,8 +85,8 @@ class Metrics:
             ]
         if ingest_groups is not None:
             lines += [
-                "# HELP scalewatch_ingest_groups_total Ingest transactions (PostgreSQL: batches "
-                "waiting meanwhile are written together).",
+                "# HELP scalewatch_ingest_groups_total Ingest transactions (batches waiting "
+                "meanwhile are written together).",
                 "# TYPE scalewatch_ingest_groups_total counter",
                 f"scalewatch_ingest_groups_total {ingest_groups[0]}",
                 "# HELP scalewatch_ingest_group_batches_total Batches those transactions wrote.",

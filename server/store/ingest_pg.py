@@ -1,14 +1,14 @@
 """PostgreSQL's ingest: a batch in three round trips, and concurrent batches written together.
 
-`ingest_batch` hands each batch to a `GroupCommit`: alone, a batch is written by `_ingest_pg`
-exactly as it always was; when batches of other runs are waiting for the store too, they are
-written as one group by `_ingest_group_pg`, in the same three round trips and one statement
-more than one of them takes (a request's ingest costs ~2.3 ms of server CPU whatever its size:
-statements and round trips, not rows). A group takes only the common case, points past
-everything stored of series that exist; a batch that rewrites stored steps or brings a new
-metric is written on its own right after the group commits, and if the group's transaction
-fails for any reason every batch of it is retried on its own, so one batch's failure is never
-another's.
+`ingest_batch` hands each batch to a `GroupCommit` (`PointsMixin`): alone, a batch is
+written by `_ingest_pg` exactly as it always was; when batches of other runs are waiting for the
+store too, they are written as one group by `_ingest_group_pg`, in the same three round trips
+and one statement more than one of them takes (a request's ingest costs ~2.3 ms of server CPU
+whatever its size: statements and round trips, not rows). A group takes only the common case,
+points past everything stored of series that exist; a batch that rewrites stored steps or
+brings a new metric is written on its own right after the group commits, and if the group's
+transaction fails for any reason every batch of it is retried on its own, so one batch's
+failure is never another's.
 """
 
 from __future__ import annotations
@@ -142,11 +142,9 @@ def _appends_only(known: dict[str, tuple[int, int | None]], by_metric: Batch) ->
 
 
 class PgIngestMixin(SqlBase):
-    def __init__(self, engine: Any) -> None:
-        super().__init__(engine)
-        self.ingest_groups: GroupCommit[tuple[int, Batch], Ingested] = GroupCommit(
-            self._ingest_group_or_each, key=lambda item: item[0], max_items=MAX_GROUP
-        )
+    # The combiner every non-empty batch goes through (`PointsMixin` makes it, with this
+    # mixin's `_ingest_group_or_each` on PostgreSQL).
+    ingest_groups: GroupCommit[tuple[int, Batch], Ingested]
 
     # Shared with SQLite's ingest; `PointsMixin` implements them.
     def _ensure_series(

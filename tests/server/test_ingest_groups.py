@@ -1,6 +1,6 @@
-"""PostgreSQL's group commit (`server/store/ingest_pg.py`): batches of several runs written in
-one transaction leave exactly what writing them one by one leaves, and one batch's failure is
-never another's. PostgreSQL only: SQLite writes each batch on its own."""
+"""Group commit (`server/store/group_commit.py`): batches of several runs written in one
+transaction (PostgreSQL: `ingest_pg.py`, shared statements; SQLite: one after the other) leave
+exactly what writing them one by one leaves, and one batch's failure is never another's."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from scalewatch.server.store.base import Ingested, NotFound
 from scalewatch.server.store.chunks import COLUMNS
 from tests.support.polling import wait_for
 
-pytestmark = pytest.mark.parametrize("backend", ["postgresql"])
+pg_only = pytest.mark.parametrize("backend", ["postgresql"])
 
 METRICS = ("val/pass_rate", "rl/kl")
 
@@ -72,11 +72,11 @@ def _rounds() -> list[list[tuple[int, list[PointRow]]]]:
 
 def test_a_group_writes_exactly_what_one_batch_at_a_time_writes(store):  # noqa: ANN001
     one, grouped = _runs(store, "one"), _runs(store, "grouped")
+    write_group = (store._ingest_group_or_each if store.dialect == "postgresql"
+                   else store._ingest_group_sqlite)  # fmt: skip
     for round_ in _rounds():
         expected = [store.ingest_points(one[i], rows) for i, rows in round_]  # each alone
-        outcomes = store._ingest_group_or_each(
-            [(grouped[i], group_rows(rows)) for i, rows in round_]
-        )
+        outcomes = write_group([(grouped[i], group_rows(rows)) for i, rows in round_])
         assert outcomes == expected
     assert _state(store, "grouped") == _state(store, "one")
     state = _state(store, "one")
@@ -86,6 +86,7 @@ def test_a_group_writes_exactly_what_one_batch_at_a_time_writes(store):  # noqa:
     assert ("recipe-a", "val/pass_rate", 2 + 2 * 4) in state["group_marks"]
 
 
+@pg_only
 def test_a_group_defers_rewrites_and_new_metrics_and_reports_missing_runs(store):  # noqa: ANN001
     ids = _runs(store, "p")
     for rid in ids[:3]:
@@ -103,6 +104,7 @@ def test_a_group_defers_rewrites_and_new_metrics_and_reports_missing_runs(store)
     assert store.get_points(ids[1], "val/pass_rate").total == 10  # left for later, untouched
 
 
+@pg_only
 def test_a_failing_group_is_written_batch_by_batch(store, monkeypatch):  # noqa: ANN001
     """The group's transaction fails (here its last statement but COMMIT): nothing of it
     stays, and each batch is written on its own; a batch that fails on its own too fails
@@ -130,6 +132,7 @@ def test_a_failing_group_is_written_batch_by_batch(store, monkeypatch):  # noqa:
         assert store.get_run(rid)["last_step"] == total - 1
 
 
+@pg_only
 def test_concurrent_batches_are_grouped_and_each_caller_gets_its_own_result(  # noqa: ANN201
     store, database_url: str  # noqa: ANN001
 ):
@@ -174,6 +177,7 @@ def test_concurrent_batches_are_grouped_and_each_caller_gets_its_own_result(  # 
     assert [store.get_run(rid)["last_step"] for rid in ids] == [19, 34, 29, 29, 29]
 
 
+@pg_only
 def test_metrics_count_the_ingest_transactions_and_the_batches_they_wrote(api):  # noqa: ANN001
     rid = api.post("/api/v1/runs", json={"project": "p", "name": "r"}).json()["id"]
     for first in (0, 10):
@@ -183,3 +187,33 @@ def test_metrics_count_the_ingest_transactions_and_the_batches_they_wrote(api): 
     text_ = api.get("/metrics").text
     assert "scalewatch_ingest_groups_total 2\n" in text_
     assert "scalewatch_ingest_group_batches_total 2\n" in text_
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_a_failing_sqlite_group_is_written_batch_by_batch(store):  # noqa: ANN001
+    ids = _runs(store, "p")
+    too_far = [PointRow("val/pass_rate", 2**63, 1.0, 0.5, None)]  # past SQLite's INTEGER
+    outcomes = store._ingest_group_sqlite([
+        (ids[0], group_rows(_rows(range(0, 10)))),
+        (999_999, group_rows(_rows(range(0, 10)))),
+        (ids[1], group_rows(too_far)),
+        (ids[2], group_rows(_rows(range(0, 10)))),
+    ])
+    assert outcomes[0] == outcomes[3] == Ingested(20, 0, True)
+    assert isinstance(outcomes[1], NotFound) and isinstance(outcomes[2], OverflowError)
+    assert [store.get_points(rid, "val/pass_rate").total for rid in ids[:3]] == [10, 0, 10]
+
+
+def test_summaries_move_forward_only_and_count_every_point_once(store):  # noqa: ANN001
+    """A replayed older batch overwrites its points but never turns back a summary."""
+    rid = store.get_or_create_run("p", "r", fit_metric="val/pass_rate")[0]["id"]
+    store.ingest_points(rid, _rows(range(0, 10)))
+    store.ingest_points(rid, _rows(range(2, 5), shift=0.5))  # older steps, new values
+    assert _state(store, "p")["series"] == [
+        ("r", "rl/kl", 10, 9, 9e12, 0.3 + 0.009 + 0.01, 0),
+        ("r", "val/pass_rate", 10, 9, 9e12, 0.3 + 0.009, 2),
+    ]
+    store.ingest_points(rid, _rows(range(10, 12)))
+    series = _state(store, "p")["series"]
+    assert [row[2:5] for row in series] == [(12, 11, 11e12)] * 2 and series[1][6] == 3
+    assert _state(store, "p")["runs"] == [("r", 11, 11e12)]

@@ -50,9 +50,8 @@ def readyz(request: Request) -> JSONResponse:
 @router.get("/metrics", response_class=PlainTextResponse)
 def metrics(request: Request) -> PlainTextResponse:
     """Prometheus text format."""
-    store = request.app.state.store
-    groups = store.ingest_groups if store.dialect == "postgresql" else None
+    groups = request.app.state.store.ingest_groups
     return PlainTextResponse(
-        request.app.state.metrics.render(groups and (groups.groups, groups.items)),
+        request.app.state.metrics.render((groups.groups, groups.items)),
         media_type="text/plain; version=0.0.4",
     )
