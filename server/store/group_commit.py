@@ -13,15 +13,46 @@ of one, written exactly as it would have been without this module.
 
 from __future__ import annotations
 
+import logging
 import threading
-from collections.abc import Callable, Hashable
-from typing import Generic, TypeVar
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
 
+log = logging.getLogger(__name__)
+
 # What `apply` returns for each item, in order: its result, or the exception its caller raises.
 Outcomes = list
+
+
+def together_else_each(
+    items: Sequence[T],
+    write_together: Callable[[Sequence[T]], Sequence[Any]],
+    write_one: Callable[[T], Any],
+) -> list[Any]:
+    """An `apply` for writes: several items with `write_together` (one transaction; it returns
+    each item's outcome, None for one it left to be written on its own), a lone item or a left
+    one with `write_one`. If `write_together` raises, its transaction wrote nothing: every
+    item is written on its own, so one item's failure is never another's."""
+    outcomes: Sequence[Any] = [None] * len(items)
+    if len(items) > 1:
+        try:
+            outcomes = write_together(items)
+        except Exception:
+            log.warning("a group of %d writes failed; writing each on its own", len(items),
+                        exc_info=True)
+            outcomes = [None] * len(items)
+    return [_one(write_one, item) if o is None else o
+            for o, item in zip(outcomes, items, strict=True)]
+
+
+def _one(write_one: Callable[[T], Any], item: T) -> Any:
+    try:
+        return write_one(item)
+    except Exception as exc:  # raised in the item's own caller
+        return exc
 
 
 class _Slot(Generic[T]):

@@ -13,8 +13,8 @@ failure is never another's.
 
 from __future__ import annotations
 
-import logging
 from collections import defaultdict
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -26,11 +26,9 @@ from scalewatch.server.store import pgarrays
 from scalewatch.server.store.base import Ingested, NotFound
 from scalewatch.server.store.chunks import conflict_sql, level_columns
 from scalewatch.server.store.common import SqlBase
-from scalewatch.server.store.group_commit import GroupCommit
+from scalewatch.server.store.group_commit import GroupCommit, together_else_each
 from scalewatch.server.store.group_marks import UPSERT_PG
 from scalewatch.server.store.runs_sql import resolve_fit_metric
-
-log = logging.getLogger(__name__)
 
 # At most this many batches (of as many runs) in one group: a request of 10,000 points waits
 # for at most 31 others.
@@ -158,39 +156,29 @@ class PgIngestMixin(SqlBase):
     def _replace_chunks(self, conn: Any, rewritten: Appends) -> None:
         raise NotImplementedError
 
-    def _ingest_batch_pg(self, run_id: int, by_metric: Batch) -> Ingested:
-        """One batch (at least one metric), written alone or with others waiting meanwhile."""
-        return self.ingest_groups.submit((run_id, by_metric))
-
     def _ingest_group_or_each(self, items: list[tuple[int, Batch]]) -> list[Ingested | Exception]:
         """`GroupCommit`'s apply: the group in one transaction, then on their own the batches it
-        left out; every batch on its own if the group's transaction failed (it wrote nothing)."""
-        outcomes: list[Ingested | Exception | None] = [None] * len(items)
-        if len(items) > 1:
-            try:
-                with self.engine.begin() as conn:
-                    outcomes = self._ingest_group_pg(conn, items)
-            except Exception:
-                log.warning("a group of %d batches failed; writing each on its own", len(items),
-                            exc_info=True)
-                outcomes = [None] * len(items)
-        return [self._ingest_one(*item) if o is None else o
-                for o, item in zip(outcomes, items, strict=True)]
+        left out (or all of them, if its transaction failed)."""
+        return together_else_each(items, self._ingest_together_pg, self._ingest_one_pg)
 
-    def _ingest_one(self, run_id: int, by_metric: Batch) -> Ingested | Exception:
+    def _ingest_together_pg(
+        self, items: Sequence[tuple[int, Batch]]
+    ) -> list[Ingested | Exception | None]:
+        with self.engine.begin() as conn:
+            return self._ingest_group_pg(conn, items)
+
+    def _ingest_one_pg(self, item: tuple[int, Batch]) -> Ingested:
+        run_id, by_metric = item
         n_rows = sum(len(b.steps) for b in by_metric.values())
-        try:
-            # A Core connection, not an ORM session: the session's bookkeeping alone cost
-            # ~0.2 ms of CPU a batch. Committed at the end (the pipeline's COMMIT already did),
-            # rolled back if anything raised.
-            with self.engine.begin() as conn:
-                inserted, refit = self._ingest_pg(conn, run_id, by_metric)
-        except Exception as exc:  # raised in the batch's own caller
-            return exc
+        # A Core connection, not an ORM session: the session's bookkeeping alone cost ~0.2 ms
+        # of CPU a batch. Committed at the end (the pipeline's COMMIT already did), rolled back
+        # if anything raised.
+        with self.engine.begin() as conn:
+            inserted, refit = self._ingest_pg(conn, run_id, by_metric)
         return Ingested(n_rows, n_rows - inserted, refit)
 
     def _ingest_group_pg(
-        self, conn: Connection, items: list[tuple[int, Batch]]
+        self, conn: Connection, items: Sequence[tuple[int, Batch]]
     ) -> list[Ingested | Exception | None]:
         """Batches of distinct runs in one transaction and two round trips after the pool's
         ping: the runs' locks and their series; then the points, the chunks, the series' and the

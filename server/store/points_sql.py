@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from itertools import repeat
 from typing import Any
 
@@ -24,7 +24,7 @@ from scalewatch.server.store.chunks import (
     upsert_sql,
 )
 from scalewatch.server.store.common import dialect_insert
-from scalewatch.server.store.group_commit import GroupCommit
+from scalewatch.server.store.group_commit import GroupCommit, together_else_each
 from scalewatch.server.store.group_marks import UPSERT_SQLITE
 from scalewatch.server.store.ingest_pg import (
     MAX_GROUP,
@@ -35,8 +35,6 @@ from scalewatch.server.store.ingest_pg import (
     point_arrays,
 )
 from scalewatch.server.store.runs_sql import resolve_fit_metric
-
-log = logging.getLogger(__name__)
 
 # Each bucket keeps its first, last, lowest and highest point: collapses and spikes survive
 # downsampling, which averaging would hide. Both variants are single hash-aggregate passes over
@@ -226,14 +224,13 @@ class PointsMixin(PgIngestMixin):
         """`GroupCommit`'s apply on SQLite: the batches one after the other in one transaction
         (a missing run answers its own 404); every batch on its own if that transaction fails
         (it wrote nothing)."""
-        if len(items) > 1:
-            try:
-                with self.session() as s:
-                    return [self._ingest_or_not_found(s, *item) for item in items]
-            except Exception:
-                log.warning("a group of %d batches failed; writing each on its own", len(items),
-                            exc_info=True)
-        return [self._ingest_alone(*item) for item in items]
+        return together_else_each(items, self._ingest_together_sqlite, self._ingest_one_sqlite)
+
+    def _ingest_together_sqlite(
+        self, items: Sequence[tuple[int, Batch]]
+    ) -> list[Ingested | Exception]:
+        with self.session() as s:
+            return [self._ingest_or_not_found(s, *item) for item in items]
 
     def _ingest_or_not_found(
         self, s: Session, run_id: int, by_metric: Batch
@@ -243,12 +240,9 @@ class PointsMixin(PgIngestMixin):
         except NotFound as exc:  # raised before the batch wrote anything
             return exc
 
-    def _ingest_alone(self, run_id: int, by_metric: Batch) -> Ingested | Exception:
-        try:
-            with self.session() as s:
-                return self._ingest_in_session(s, run_id, by_metric)
-        except Exception as exc:  # raised in the batch's own caller
-            return exc
+    def _ingest_one_sqlite(self, item: tuple[int, Batch]) -> Ingested:
+        with self.session() as s:
+            return self._ingest_in_session(s, *item)
 
     def _ingest_in_session(self, s: Session, run_id: int, by_metric: Batch) -> Ingested:
         """One batch in the session's transaction (SQLite's ingest; on PostgreSQL only an
