@@ -236,6 +236,13 @@ def sample(
     fm, fb = P.refined_axes(coarse.m, coarse.b, cell_w, cm_axis, cb_axis)
     fine = RhoGrid(xb, yb, r0, fm, fb, log_prior=log_prior, b_prior=b_prior)
     w = P.normalise(fine.log_weights(lo, hi)).ravel()
+    for _ in range(P.MAX_EXTRA_REFINES):  # a posterior narrower than the grid: zoom in
+        cell_w = w.reshape(RHO_GRID.size, -1).sum(axis=0)
+        if P.resolved(fine.m, fine.b, cell_w, fm, fb):
+            break
+        fm, fb = P.refined_axes(fine.m, fine.b, cell_w, fm, fb)
+        fine = RhoGrid(xb, yb, r0, fm, fb, log_prior=log_prior, b_prior=b_prior)
+        w = P.normalise(fine.log_weights(lo, hi)).ravel()
     rng = np.random.default_rng(seed)
     pick = rng.choice(w.size, size=n, p=w)
     ri, cell = np.divmod(pick, fine.m.size)

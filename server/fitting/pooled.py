@@ -187,6 +187,14 @@ def sample_pooled(
     fm, fb = P.refined_axes(g0.m, g0.b, cw, cm_axis, cb_axis)
     fine = [_SeedCells(sd, value_range, fm, fb) for sd in seeds]
     cells = _weights(fine, seeds, lo, hi)
+    for _ in range(P.MAX_EXTRA_REFINES):  # a posterior narrower than the grid: zoom in
+        cw = P.normalise(cells.logw).sum(axis=1)
+        g = fine[0].grid
+        if P.resolved(g.m, g.b, cw, fm, fb):
+            break
+        fm, fb = P.refined_axes(g.m, g.b, cw, fm, fb)
+        fine = [_SeedCells(sd, value_range, fm, fb) for sd in seeds]
+        cells = _weights(fine, seeds, lo, hi)
     w = P.normalise(cells.logw).ravel()
     rng = np.random.default_rng(seed)
     pick = rng.choice(w.size, size=n, p=w)

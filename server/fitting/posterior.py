@@ -39,6 +39,12 @@ from .model import FloatArray
 N_POSTERIOR = 4000  # draws used for the intervals and the point forecast
 REFINE = (44, 40)  # (m, B) cells of the second, finer grid
 MASS_FLOOR = 1e-7  # cells below this share of the peak weight bound the refined region
+# A refined grid must spread the mass over at least this many cells along each axis; a posterior
+# narrower than that (an evaluation set with almost no noise) is refined again, at most
+# MAX_EXTRA_REFINES times.  Draws are spread uniformly over their cell, so a posterior that fits
+# in one cell would come out as that cell -- and its intervals could miss the point fit itself.
+MIN_SPAN = 8
+MAX_EXTRA_REFINES = 2
 
 
 # The prior's support for B: 10%-to-90% of the gain within 1.7x to ~6,600x compute.  Flatter
@@ -111,12 +117,26 @@ def _cell_weights(gr: G.Grid, s2: float, lo: float, hi: float,
     return normalise(logw), sd
 
 
+def _mass_indices(cell_m: FloatArray, cell_b: FloatArray, w: FloatArray, m_axis: FloatArray,
+                  b_axis: FloatArray) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
+    """Axis indices of the cells that hold the posterior mass (``w`` per cell)."""
+    keep = w >= MASS_FLOOR * w.max()
+    return (np.searchsorted(m_axis, cell_m[keep]),
+            np.searchsorted(b_axis, cell_b[keep] * (1 - 1e-12)))
+
+
+def resolved(cell_m: FloatArray, cell_b: FloatArray, w: FloatArray, m_axis: FloatArray,
+             b_axis: FloatArray) -> bool:
+    """Whether the grid resolves the posterior: its mass spans ``MIN_SPAN`` cells or more
+    along each axis."""
+    mi, bi = _mass_indices(cell_m, cell_b, w, m_axis, b_axis)
+    return bool(mi.max() - mi.min() + 1 >= MIN_SPAN and bi.max() - bi.min() + 1 >= MIN_SPAN)
+
+
 def refined_axes(cell_m: FloatArray, cell_b: FloatArray, w: FloatArray, m_axis: FloatArray,
                  b_axis: FloatArray) -> tuple[FloatArray, FloatArray]:
     """A finer grid over the (m, ln B) box that holds the posterior mass (``w`` per cell)."""
-    keep = w >= MASS_FLOOR * w.max()
-    mi = np.searchsorted(m_axis, cell_m[keep])
-    bi = np.searchsorted(b_axis, cell_b[keep] * (1 - 1e-12))
+    mi, bi = _mass_indices(cell_m, cell_b, w, m_axis, b_axis)
     m_lo = m_axis[max(int(mi.min()) - 1, 0)]
     m_hi = m_axis[min(int(mi.max()) + 1, m_axis.size - 1)]
     b_lo = b_axis[max(int(bi.min()) - 1, 0)]

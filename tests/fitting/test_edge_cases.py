@@ -145,3 +145,25 @@ def test_compare_with_insufficient_runs() -> None:
     pair = out["pairs"][0]
     assert pair["decision"]["rule"] == "undetermined"
     assert pair["crossover"] is None and pair["winner_at_budget"] is None
+
+
+@pytest.mark.parametrize("noise", [0.0, 1e-4])
+def test_a_curve_with_almost_no_noise_gets_intervals_around_its_fit(noise: float) -> None:
+    """A posterior narrower than the grid's cells is refined until it is resolved: otherwise
+    its draws spread over one cell, and the B and C_mid intervals of an exact sigmoid missed
+    both the truth and the point fit (B in [1.0017, 1.0095] for B = 1)."""
+    from scalewatch.server.fitting.group import GroupMember, fit_group  # noqa: PLC0415
+
+    c = np.linspace(100, 20000, 120)
+    truth = {"A": 0.6, "B": 1.0, "C_mid": 4000.0}
+    y = 0.1 + 0.5 / (1 + (4000.0 / c)) + noise * np.random.default_rng(4).normal(size=c.size)
+    single = fit_curve(c, y)
+    pooled = fit_group([GroupMember(compute=c, values=y), GroupMember(compute=c, values=y)])
+    for res in (single, pooled.pooled):
+        assert res.status == "ok", res.message
+        for k, true in truth.items():
+            lo, hi = res.ci[k]
+            point = float(getattr(res, k))
+            assert lo <= true <= hi, (k, res.ci[k])
+            assert lo <= point <= hi, (k, point, res.ci[k])
+        assert abs(res.A - 0.6) < 1e-3
