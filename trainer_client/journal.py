@@ -55,8 +55,9 @@ _U16 = struct.Struct("<H")
 _FIXED = struct.Struct("<qdd")
 
 Point = dict[str, Any]
-# Per metric-name set: the record's struct.pack, its body length, the encoded names.
-_Format = tuple[Callable[..., bytes], int, bytes]
+# Per metric-name set: the record's struct.pack_into, its size (without the commit byte), its
+# body length, the encoded names.
+_Format = tuple[Callable[..., None], int, int, bytes]
 
 
 def enabled() -> bool:
@@ -82,27 +83,32 @@ class Journal:
     # -- the hot path ----------------------------------------------------------------------
     def append(self, step: int, compute: float, metrics: dict[str, float], t: float) -> bool:
         """Journal one point; False when the journal cannot take it (disk trouble)."""
-        fmt = self._formats.get(tuple(metrics))
+        keys = tuple(metrics)
+        fmt = self._formats.get(keys)
         if fmt is None:
-            fmt = self._format(tuple(metrics))
-        pack, length, names = fmt
-        rec = pack(length, names, step, compute, t, *metrics.values())
-        with self._lock:  # one record in flight at a time
+            fmt = self._format(keys)
+        pack_into, size, length, names = fmt
+        lock = self._lock
+        lock.acquire()  # one record in flight at a time (not `with`: ~0.1 us a call)
+        try:
             pos = self._pos
-            end = pos + 1 + len(rec)
+            end = pos + 1 + size
             if end > self._end:
                 if self._closed:
                     return True
-                if not self._next_segment_locked(1 + len(rec)):
+                if not self._next_segment_locked(1 + size):
                     return False
                 pos = self._pos
-                end = pos + 1 + len(rec)
+                end = pos + 1 + size
             mm = self._mm
-            # Two stores in program order: the record, then its commit byte. A kill between
-            # them (or inside the first) leaves the commit byte 0, and the reader stops there.
-            mm[pos + 1 : end] = rec  # type: ignore[index]  # a segment is open past the check
-            mm[pos] = 1  # type: ignore[index]
+            # Two stores in program order: the record, packed straight into the mapping (no
+            # bytes object in between), then its commit byte. A kill between them (or inside
+            # the first) leaves the commit byte 0, and the reader stops there.
+            pack_into(mm, pos + 1, length, names, step, compute, t, *metrics.values())
+            mm[pos] = 1  # type: ignore[index]  # a segment is open past the check
             self._pos = end
+        finally:
+            lock.release()
         return True
 
     def _format(self, keys: tuple[str, ...]) -> _Format:
@@ -111,7 +117,7 @@ class Journal:
         encoded = [k.encode("utf-8") for k in keys]
         names = _U16.pack(len(keys)) + b"".join(_U16.pack(len(b)) + b for b in encoded)
         st = struct.Struct(f"<I{len(names)}sqdd{len(keys)}d")
-        fmt = (st.pack, st.size - _LEN.size, names)
+        fmt = (st.pack_into, st.size, st.size - _LEN.size, names)
         self._formats[keys] = fmt
         return fmt
 
