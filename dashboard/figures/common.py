@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
-from scalewatch.server.fitting import FitResult, predict, predict_band
+from scalewatch.server.fitting import FitResult, predict_with_band
 
 # Tableau 10: distinguishable, colour-blind friendlier than plotly's default.
 PALETTE = (
@@ -289,28 +289,28 @@ def _curve_trace_dicts(
         return []
     end = max(hi, until or hi)
     traces: list[dict[str, Any]] = []
-    grid = np.geomspace(lo, end, N_CURVE)
-    if show_band:
-        blo, bhi = predict_band(res, grid)
-        if np.isfinite(blo).any():
-            traces.append(_drop_none({
-                "type": "scatter",
-                "x": np.concatenate([grid, grid[::-1]]),
-                "y": np.concatenate([bhi, blo[::-1]]).astype("f4"),
-                "fill": "toself",
-                "fillcolor": rgba(color, 0.14),
-                "line": {"width": 0},
-                "hoverinfo": "skip",
-                "name": f"{name} 95% band" if group else "95% band",
-                "meta": "band",
-                "legendgroup": group,
-                "showlegend": group is None,
-            }))  # fmt: skip
+    extrapolate = end > hi * (1 + 1e-9)
+    # One grid, one evaluation of the draws, for the band and both lines: the fit window's
+    # half, then (extrapolating) the half beyond it, which starts where the first ends.
     inside = np.geomspace(lo, hi, N_CURVE // 2)
-    outside = np.geomspace(hi, end, N_CURVE // 2)
-    # One evaluation of the draws for both lines (the median is taken column by column, so
-    # each value is what predicting the two grids apart gives).
-    y_in, y_out = np.split(predict(res, np.concatenate([inside, outside])), [inside.size])
+    grid = np.concatenate([inside, np.geomspace(hi, end, N_CURVE // 2)[1:]]) if extrapolate \
+        else inside
+    centre, blo, bhi = predict_with_band(res, grid)
+    if show_band and np.isfinite(blo).any():
+        traces.append(_drop_none({
+            "type": "scatter",
+            "x": np.concatenate([grid, grid[::-1]]),
+            "y": np.concatenate([bhi, blo[::-1]]).astype("f4"),
+            "fill": "toself",
+            "fillcolor": rgba(color, 0.14),
+            "line": {"width": 0},
+            "hoverinfo": "skip",
+            "name": f"{name} 95% band" if group else "95% band",
+            "meta": "band",
+            "legendgroup": group,
+            "showlegend": group is None,
+        }))  # fmt: skip
+    y_in, y_out = centre[: inside.size], centre[inside.size - 1 :]
 
     def line(x: Any, y: Any, dash: str, meta: str, label: str) -> dict[str, Any]:
         return _drop_none({
@@ -326,6 +326,7 @@ def _curve_trace_dicts(
         })  # fmt: skip
 
     traces.append(line(inside, y_in, "solid", "fit", "fit (fit window)"))
-    if end > hi * (1 + 1e-9):
-        traces.append(line(outside, y_out, "dash", "extrapolation", "extrapolation"))
+    if extrapolate:
+        traces.append(line(grid[inside.size - 1 :], y_out, "dash", "extrapolation",
+                           "extrapolation"))
     return traces

@@ -3,7 +3,8 @@
 ``R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B)``, C = cumulative compute (arXiv 2510.13786).
 
 Public API: :class:`FitOptions`, :class:`FitResult`, :func:`fit_curve`, :func:`predict`,
-:func:`predict_band`, :func:`predict_interval`, :func:`compare_fits`.
+:func:`predict_band`, :func:`predict_with_band`, :func:`predict_interval`,
+:func:`compare_fits`.
 ``FitResult.to_dict()`` is the public JSON object (with ``break`` and ``prior``);
 ``to_dict(internal=True)`` adds an ``"internal"`` block (posterior draws, noise model, curve
 interval, message) that :meth:`FitResult.from_dict` needs to redraw the bands after a reload.
@@ -73,13 +74,13 @@ from numpy.typing import ArrayLike
 
 from .compare import compare_fits
 from .fit import fit_curve
-from .intervals import band, extra_half_width, mean_noise_sd, widen
+from .intervals import band, extra_half_width, mean_noise_sd, median_and_band, widen
 from .model import FloatArray, curve, curves_many
 from .result import FitOptions, FitResult
 
 __all__ = [
     "FitOptions", "FitResult", "compare_fits", "fit_curve", "predict", "predict_band",
-    "predict_interval",
+    "predict_interval", "predict_with_band",
 ]
 
 
@@ -116,6 +117,22 @@ def predict_band(result: FitResult, compute: ArrayLike) -> tuple[FloatArray, Flo
     return band(c, np.array(result.draws).reshape(-1, 4), np.array(result.envelope).reshape(-1, 4))
 
 
+def predict_with_band(
+    result: FitResult, compute: ArrayLike
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """(:func:`predict`, then :func:`predict_band`'s lo and hi) at ``compute``, evaluating
+    the draws once: what a chart needs to draw a run's line and band."""
+    c = np.asarray(compute, dtype=float)
+    if not result.draws:
+        lo, hi = predict_band(result, c)
+        return predict(result, c), lo, hi
+    med, lo, hi = median_and_band(c, np.array(result.draws).reshape(-1, 4),
+                                  np.array(result.envelope).reshape(-1, 4))
+    if result.params is None:
+        med = np.full(c.shape, np.nan)
+    return med, lo, hi
+
+
 def predict_interval(
     result: FitResult, compute: ArrayLike, n_evals: int = 1, misspecification: bool = True
 ) -> tuple[FloatArray, FloatArray]:
@@ -130,12 +147,11 @@ def predict_interval(
     then exact-model statistics only (~95% when the curve really is a sigmoid; the default is
     somewhat wider there, by design).
     """
-    lo, hi = predict_band(result, compute)
+    c = np.asarray(compute, dtype=float)
+    centre, lo, hi = predict_with_band(result, c)
     if (result.eval_sd is None or result.q is None or result.params is None
             or result.fit_range is None):
         return lo, hi
-    c = np.asarray(compute, dtype=float)
-    centre = predict(result, c)
     with np.errstate(divide="ignore"):
         beyond = np.log(np.maximum(c, 1e-300) / result.fit_range[1])
     half = extra_half_width(result.q, mean_noise_sd(result.eval_sd, result.tau or 1.0, n_evals),

@@ -203,17 +203,26 @@ def band(
     compute: FloatArray, draws: FloatArray, envelope: FloatArray
 ) -> tuple[FloatArray, FloatArray]:
     """95% band: draw quantiles, widened to the profile envelope where that is wider."""
-    c = np.asarray(compute, dtype=float)
-    lo = np.full(c.shape, np.nan)
-    hi = np.full(c.shape, np.nan)
+    _, lo, hi = median_and_band(compute, draws, envelope)
+    return lo, hi
+
+
+def median_and_band(
+    compute: FloatArray, draws: FloatArray, envelope: FloatArray
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """(the draws' pointwise median curve, :func:`band`) from one evaluation of the draws and
+    one partial sort: the dashboard draws both for every run it shows."""
+    shape = np.shape(compute)
+    c = np.asarray(compute, dtype=float).reshape(-1)
+    med = np.full(c.shape, np.nan)
+    lo, hi = med.copy(), med.copy()
     if len(draws):
-        v = curves_many(c, draws)
-        lo, hi = np.quantile(v, 0.025, axis=0), np.quantile(v, 0.975, axis=0)
+        lo, med, hi = np.quantile(curves_many(c, draws), [0.025, 0.5, 0.975], axis=0)
     if len(envelope):
         v = curves_many(c, envelope)
         lo = np.fmin(lo, v.min(0))
         hi = np.fmax(hi, v.max(0))
-    return lo, hi
+    return med.reshape(shape), lo.reshape(shape), hi.reshape(shape)
 
 
 def q95(v: FloatArray) -> tuple[float, float]:

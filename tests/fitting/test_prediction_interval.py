@@ -11,8 +11,10 @@ from scalewatch.server.fitting import (
     FitOptions,
     FitResult,
     fit_curve,
+    predict,
     predict_band,
     predict_interval,
+    predict_with_band,
 )
 from scalewatch.server.fitting.intervals import mean_noise_sd
 from scalewatch.server.fitting.synth import TABLE1, ar1, make_run
@@ -109,3 +111,19 @@ def test_mean_noise_sd() -> None:
     idx = np.arange(k)
     exact = 0.01 * np.sqrt((rho ** np.abs(idx[:, None] - idx[None, :])).sum()) / k
     assert mean_noise_sd(0.01, (1 + rho) / (1 - rho), k) == pytest.approx(exact)
+
+
+@pytest.mark.parametrize("method", ["default", "curve_fit"])
+def test_predict_with_band_is_predict_and_predict_band_at_once(method: str) -> None:
+    """The dashboard draws a run's line and band from one evaluation of the draws: the same
+    numbers as asking for each, with or without draws, at any array shape."""
+    c, y, _ = make_run(0.6, 1.5, 3000.0, 12000.0, np.random.default_rng(5), n_evals=60)
+    res = fit_curve(c, y, FitOptions(method=method, target_compute=40000.0))
+    for at in (np.geomspace(10.0, 5e4, 37), np.array([[0.0, 100.0], [5000.0, 9e4]])):
+        centre, lo, hi = predict_with_band(res, at)
+        want_lo, want_hi = predict_band(res, at)
+        assert centre.shape == lo.shape == hi.shape == at.shape
+        np.testing.assert_allclose(centre, predict(res, at), rtol=0, atol=1e-12)
+        np.testing.assert_allclose(lo, want_lo, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(hi, want_hi, rtol=0, atol=1e-12)
+    assert bool(res.draws) == (method == "default")
