@@ -39,7 +39,8 @@ How ``method="default"`` fits (modules in brackets):
    finished, identified runs, which shortens the (A, B, C_mid) banana of a young run of a
    similar recipe while its heavy tails let a recipe that differs keep its own [b_prior]; A
    never gets a prior.  The result names what it used in ``prior``; a refined grid over the
-   posterior mass, then 4,000 draws [ar1, posterior].
+   posterior mass (refined again while the mass spans fewer than 8 of its cells an axis, as
+   on a curve with almost no noise), then 4,000 draws [ar1, posterior].
    A's interval (widened by the ceiling's model error, ``intervals.A_MODEL_SD``) and the B
    and C_mid intervals are posterior quantiles; the public
    A is the posterior median; the forecast (``predicted_at_target``, :func:`predict`) is the
