@@ -52,6 +52,11 @@ class SeriesPoints(NamedTuple):
     values: list[float]
     walls: list[float | None]
 
+    def appends_after(self, last: int | None) -> bool:
+        """Whether these points all lie past ``last``, the series' last stored step (None: an
+        empty series): a pure append, which nothing stored can conflict with."""
+        return last is None or self.steps[0] > last
+
 
 Batch = dict[str, SeriesPoints]  # metric name -> its points
 

@@ -131,10 +131,7 @@ def _appends_only(known: dict[str, tuple[int, int | None]], by_metric: Batch) ->
     """Whether every metric of the batch has a series (`known`: name -> (id, last stored
     step)) and only points past its last stored step: the case a group takes."""
     for metric, batch in by_metric.items():
-        if metric not in known:
-            return False
-        last = known[metric][1]
-        if last is not None and batch.steps[0] <= last:
+        if metric not in known or not batch.appends_after(known[metric][1]):
             return False
     return True
 
@@ -294,8 +291,7 @@ class PgIngestMixin(SqlBase):
         rewritten: Appends = []
         for metric in sorted(by_metric, key=lambda m: series_ids[m]):
             batch = by_metric[metric]
-            last = last_steps.get(metric)
-            if last is None or batch.steps[0] > last:
+            if batch.appends_after(last_steps.get(metric)):
                 appends.append((series_ids[metric], batch))  # nothing can conflict
                 inserted[metric] = len(batch.steps)
             else:

@@ -277,8 +277,7 @@ class PointsMixin(PgIngestMixin):
         rewritten: Appends = []
         for metric in sorted(by_metric, key=lambda m: series_ids[m]):
             batch = by_metric[metric]
-            last = last_steps.get(metric)
-            if last is None or batch.steps[0] > last:
+            if batch.appends_after(last_steps.get(metric)):
                 # Pure append (the trainer's normal case): nothing can conflict, so the
                 # rows go in as a bulk executemany without upsert bookkeeping.
                 self._append_series_points(s, series_ids[metric], batch)
