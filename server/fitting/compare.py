@@ -10,8 +10,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from . import grid as G
-from .fit import _refine, point_fit, prepare
-from .model import FloatArray, curves_many
+from .fit import COARSE, _refine, point_fit, prepare
+from .model import FloatArray, curve_x, curves_many
 from .result import FitOptions, FitResult
 
 SAME_A_MARGIN = 0.02  # the paper's error margin on A (App. A.5)
@@ -23,15 +23,25 @@ REFIT_BINS = 400
 
 class FixedARefit:
     """Refits of one run with A fixed (the paper's slope comparison) at any A: the data are
-    prepared and binned once, since a comparison refits a run at a different A per pair."""
+    prepared and binned once, since a comparison refits a run at a different A per pair.
 
-    def __init__(self, compute: ArrayLike, values: ArrayLike, options: FitOptions) -> None:
+    ``near`` (the run's own fit, rows A, B, C_mid, R0) warm-starts every refit: a pair is only
+    refitted at a fixed A within ``SAME_A_MARGIN`` of each run's own A, so the best curve there
+    lies next to the run's own, and a coarse check grid (as for a warm refit, ``point_fit``)
+    replaces the full grid search unless it finds a better basin."""
+
+    def __init__(self, compute: ArrayLike, values: ArrayLike, options: FitOptions,
+                 near: tuple[float, float, float, float] | None = None) -> None:
         self.prep = prepare(compute, values, options)
         lo, hi = options.value_range
         self.vr = (float(lo), float(hi))
         self.binned = self.coarse = None
+        self.start: tuple[float, float, float, float] | None = None
+        if near is not None and near[2] > 0 and self.prep.y.size:
+            a, b, cm, r0 = (float(v) for v in near)
+            self.start = (a, float(np.log(cm / self.prep.c0)), b, r0)
         if self.prep.y.size > BINNED_REFIT_ABOVE:
-            # A long run (the dashboard compares 100k-point runs): refine on REFIT_BINS bins in
+            # A long run (the API compares 100k-point runs): refine on REFIT_BINS bins in
             # log-compute weighted by their counts; the same SSR up to the curve's spread
             # inside a bin, at a hundredth of the cost of least squares over every point.
             self.binned = G.bin_data(self.prep.x, self.prep.y, max_bins=REFIT_BINS)
@@ -43,16 +53,34 @@ class FixedARefit:
         if prep.y.size < 3:
             return None
         if self.binned is None or self.coarse is None:
-            _, m, b, r0 = point_fit(prep.x, prep.y, prep.r0, self.vr, fixed_a=a).theta
+            _, m, b, r0 = point_fit(prep.x, prep.y, prep.r0, self.vr, start=self.start,
+                                    fixed_a=a).theta
             return b, prep.c0 * float(np.exp(m)), r0
         m_axis, b_axis = G.default_axes(float(prep.x[0]))
+        m_bounds = (float(m_axis[0]) - 2.0, float(np.log(1000.0)))
+        bx, by, bw = self.binned.x, self.binned.y, self.binned.w
+        fit_r0 = prep.r0 is None
+        if self.start is not None:
+            _, m0, b0, r00 = self.start
+            warm = _refine(bx, by, (a, m0, b0, r00 if fit_r0 else float(prep.r0 or 0.0)),
+                           fit_r0, self.vr, m_bounds, fixed_a=a, weights=bw)
+            check = G.search(self.coarse, prep.r0, self.vr,
+                             *G.default_axes(float(prep.x[0]), *COARSE), fixed_a=a)
+            # Both SSRs over the same coarse bins, weighted by their counts.
+            if _ssr_w(self.coarse, warm) <= float(check.ssr.min()) * (1.0 + 1e-6) + 1e-15:
+                return warm[2], prep.c0 * float(np.exp(warm[1])), warm[3]
         gr = G.search(self.coarse, prep.r0, self.vr, m_axis, b_axis, fixed_a=a)
         i = gr.best
         start = (float(gr.a[i]), float(gr.m[i]), float(gr.b[i]), float(gr.r0[i]))
-        m_bounds = (float(m_axis[0]) - 2.0, float(np.log(1000.0)))
-        _, m, b, r0 = _refine(self.binned.x, self.binned.y, start, prep.r0 is None, self.vr,
-                              m_bounds, fixed_a=a, weights=self.binned.w)
+        _, m, b, r0 = _refine(bx, by, start, fit_r0, self.vr, m_bounds, fixed_a=a, weights=bw)
         return b, prep.c0 * float(np.exp(m)), r0
+
+
+def _ssr_w(binned: G.Binned, th: tuple[float, float, float, float]) -> float:
+    """SSR of the curve ``th`` (internal coordinates) over the binned points, as ``G.search``
+    counts it: count-weighted residuals of the bin means plus the spread inside the bins."""
+    r = binned.y - curve_x(binned.x, *th)
+    return float(np.sum(binned.w * r * r)) + binned.ssw
 
 
 def refit_fixed_a(
@@ -160,8 +188,8 @@ def compare_fits(
 
     def refitter(name: str) -> FixedARefit:
         if name not in refits:
-            c, y, _ = series[name]
-            refits[name] = FixedARefit(c, y, options)
+            c, y, res = series[name]
+            refits[name] = FixedARefit(c, y, options, near=res.params)
         return refits[name]
 
     pairs = []

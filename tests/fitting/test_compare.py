@@ -89,3 +89,24 @@ def test_three_runs_give_three_pairs() -> None:
     out = compare_fits(s, budget=20000, options=OPTS)
     assert [p["runs"] for p in out["pairs"]] == [["a", "b"], ["a", "c"], ["b", "c"]]
     assert set(out["runs"]) == {"a", "b", "c"}
+
+
+@pytest.mark.parametrize("n_evals", [150, 6000])  # points as they are, and binned (> 4,000)
+def test_fixed_a_refit_warm_started_from_the_run_finds_what_a_full_search_finds(
+    n_evals: int,
+) -> None:
+    """A pair is refitted at an A next to each run's own, so the refit starts from the run's
+    fit and a coarse check grid stands in for the full search; a start in the wrong basin (a
+    C_mid 300x too low, B at its upper bound, where the refinement alone stays) must still
+    end where the full search ends."""
+    from scalewatch.server.fitting.compare import FixedARefit  # noqa: PLC0415
+
+    c, y, _ = make_run(0.6, 1.6, 3000.0, 40000.0, np.random.default_rng(8), sigma=0.01,
+                       rho=0.5, n_evals=n_evals)
+    res = fit_curve(c, y, OPTS)
+    a = float(res.A)
+    cold = FixedARefit(c, y, OPTS)
+    for near in (res.params, (a, 20.0, 10.0, 0.5)):
+        warm = FixedARefit(c, y, OPTS, near=near)
+        for at in (a - 0.02, a, a + 0.02):
+            assert warm.at(at) == pytest.approx(cold.at(at), rel=2e-3)
