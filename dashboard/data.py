@@ -206,9 +206,26 @@ def compare_detail(
         "comparison": comparison,
         "budget": budget,
         "metric": inputs[0].fit["metric"] if inputs else (metric or ""),
-        "unit": units.pop() if len(units) == 1 else "compute",
+        **unit_fields(units),
         "sampled": any(i["sampled"] for i in items),
     }
+
+
+def unit_fields(units: set[str]) -> dict[str, Any]:
+    """A comparison's compute unit: its runs' one unit (else "compute"), and every unit they
+    count compute in. Runs in different units share A and B (a ceiling and an exponent do not
+    depend on the unit) but not C_mid, crossovers or a budget (`verdict_lines`)."""
+    ordered = sorted(units)
+    return {"unit": ordered[0] if len(ordered) == 1 else "compute", "units": ordered}
+
+
+def mixed_units_note(units: list[str]) -> str:
+    """What the Compare page says when its runs count compute in different units."""
+    if len(units) < 2:
+        return ""
+    return (f"These runs count compute in different units ({', '.join(units)}): their "
+            "ceilings (A) and efficiency (B) compare, but not where they sit on the compute "
+            "axis, so no crossover or winner at a budget is given.")
 
 
 def params_rows(detail: dict[str, Any]) -> list[dict[str, Any]]:
@@ -251,10 +268,16 @@ def params_rows(detail: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def verdict_lines(comparison: dict[str, Any] | None, unit: str) -> list[dict[str, str]]:
-    """Plain-language verdict per pair: the paper's rule, crossover, winner at the budget."""
+def verdict_lines(
+    comparison: dict[str, Any] | None, unit: str, units: list[str] | None = None
+) -> list[dict[str, str]]:
+    """Plain-language verdict per pair: the paper's rule, crossover, winner at the budget.
+
+    ``units``: every unit the runs count compute in; with more than one, a crossover or a
+    budget would mix incomparable numbers, and the lines say so instead of giving them."""
     if not comparison:
         return []
+    mixed = ", ".join(units) if units and len(units) > 1 else ""
     out = []
     if comparison.get("message"):  # the engine could not compare these runs: say why
         out.append({"pair": "these runs", "rule": str(comparison["message"]),
@@ -274,7 +297,9 @@ def verdict_lines(comparison: dict[str, Any] | None, unit: str) -> list[dict[str
         else:
             rule = f"undetermined: {d['reason']}"
         cross = pair.get("crossover")
-        if cross:
+        if mixed:
+            cross_text = f"no crossover: compute is counted in different units ({mixed})"
+        elif cross:
             iv = cross.get("interval")
             cross_text = (
                 f"{cross['better_before']} leads until ≈ {fmt(cross['compute'])} {unit}"
@@ -284,7 +309,9 @@ def verdict_lines(comparison: dict[str, Any] | None, unit: str) -> list[dict[str
         else:
             cross_text = "the fitted curves do not cross"
         win = pair.get("winner_at_budget")
-        if win:
+        if mixed:
+            win_text = "no winner at a budget: compute is counted in different units"
+        elif win:
             prob = win.get("probability")
             win_text = f"winner at {fmt(comparison.get('budget'))} {unit}: {win['run']}" + (
                 f" (probability {prob:.0%})" if prob is not None else ""

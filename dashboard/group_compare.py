@@ -9,7 +9,13 @@ from __future__ import annotations
 from typing import Any, cast
 
 from scalewatch.dashboard import data
-from scalewatch.dashboard.data import MAX_SCREEN_POINTS, MAX_TABLE_RUNS, group_href, md_text
+from scalewatch.dashboard.data import (
+    MAX_SCREEN_POINTS,
+    MAX_TABLE_RUNS,
+    group_href,
+    md_text,
+    unit_fields,
+)
 from scalewatch.dashboard.figures import group_color, run_color, unit_label
 from scalewatch.dashboard.group_data import MIN_SEED_POINTS, detail_token
 from scalewatch.server import limits
@@ -113,7 +119,7 @@ def compare_detail(
         "comparison": comparison,
         "budget": budget,
         "metric": name,
-        "unit": units.pop() if len(units) == 1 else "compute",
+        **unit_fields(units),
         "sampled": any(it["sampled"] for it in items),
     }
 

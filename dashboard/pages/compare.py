@@ -134,7 +134,7 @@ def layout(
 
 
 def _verdict(detail: dict[str, Any]) -> Any:
-    lines = data.verdict_lines(detail.get("comparison"), detail["unit"])
+    lines = data.verdict_lines(detail.get("comparison"), detail["unit"], detail.get("units"))
     if len(detail["items"]) < 2:
         return html.P("Select at least two runs or groups for a verdict.")
     items = [
@@ -226,12 +226,13 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
         ))  # fmt: skip
         fig["layout"] = {**fig["layout"],
                          "uirevision": ",".join(map(str, ids)) + "|" + "\x1f".join(groups)}
-        note = ""
+        notes = [data.mixed_units_note(detail.get("units") or [])]
         if detail["sampled"]:
-            note = (
+            notes.append(
                 "Long series are downsampled in the database over one shared compute range "
                 f"(≤ {data.MAX_SCREEN_POINTS:,} points each); the fits use every point."
             )
+        note = " ".join(n for n in notes if n)
         try:
             tokens = group_compare.change_tokens(store, ids, project, groups, metric)
         except NotFound:

@@ -1,4 +1,5 @@
-"""Compare uses one metric for every run, and says which (never a chart of mixed metrics)."""
+"""Compare uses one metric for every run, and says which (never a chart of mixed metrics); runs
+that count compute in different units get no crossover or budget winner."""
 
 from __future__ import annotations
 
@@ -6,9 +7,9 @@ from scalewatch.dashboard import data
 from tests.support.curves import noisy_sigmoid
 
 
-def _run(api, name: str, metric: str) -> int:
-    rid = api.post("/api/v1/runs", json={"project": "p", "name": name,
-                                         "fit_metric": metric}).json()["id"]
+def _run(api, name: str, metric: str, unit: str = "gpu_hours") -> int:
+    rid = api.post("/api/v1/runs", json={"project": "p", "name": name, "fit_metric": metric,
+                                         "compute_unit": unit}).json()["id"]
     c, y = noisy_sigmoid(0.6, 1.9, 2500.0, 0.2, n=60, seed=len(name))
     pts = [{"step": i + 1, "compute": float(ci), "metrics": {metric: float(yi),
                                                               "reward": float(yi) / 2}}
@@ -47,3 +48,26 @@ def test_dashboard_compare_says_why_it_cannot_mix_metrics(api) -> None:
     assert detail["items"] == [] and "different metrics" in detail["error"]
     detail = data.compare_detail(store, [a, b], "reward", None)
     assert detail["metric"] == "reward" and len(detail["items"]) == 2
+
+
+def test_dashboard_compare_of_runs_in_different_units_gives_no_crossover_or_budget(api) -> None:
+    """A and B do not depend on the compute unit; C_mid, crossovers and a budget do. Comparing
+    a run in GPU-hours with one in FLOPs, the page says so instead of a crossover computed on
+    numbers that mean different things."""
+    a = _run(api, "a", "val_pass_rate")
+    b = _run(api, "bb", "val_pass_rate", unit="flops")
+    store = api.app.state.store
+    detail = data.compare_detail(store, [a, b], None, None)
+    assert detail["unit"] == "compute" and detail["units"] == ["FLOPs", "GPU-hours"]
+    (line,) = data.verdict_lines(detail["comparison"], detail["unit"], detail["units"])
+    assert "different units (FLOPs, GPU-hours)" in line["crossover"]
+    assert line["winner"].startswith("no winner at a budget")
+    assert "A" in line["rule"] or "ceiling" in line["rule"] or "asymptote" in line["rule"]
+    assert "FLOPs, GPU-hours" in data.mixed_units_note(detail["units"])
+    # One unit: the crossover and the winner are as before (here: no fits yet).
+    c = _run(api, "ccc", "val_pass_rate")
+    detail = data.compare_detail(store, [a, c], None, None)
+    assert detail["unit"] == "GPU-hours" and detail["units"] == ["GPU-hours"]
+    (line,) = data.verdict_lines(detail["comparison"], detail["unit"], detail["units"])
+    assert "different units" not in line["crossover"] + line["winner"]
+    assert data.mixed_units_note(detail["units"]) == ""
