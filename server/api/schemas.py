@@ -468,6 +468,10 @@ class CompareRun(BaseModel):
     project: str
     label: str = Field(description="unique name in this comparison (name#id when names repeat)")
     metric: str
+    compute_unit: str | None = Field(None, description=(
+        "the unit the run counts compute in (null for a group). A and B do not depend on it; "
+        "C_mid, the crossovers and the winner at a budget compare compute across runs and "
+        "mean something only when every run counts it in the same unit"))
     fit: FitOut | None
     group: str | None = Field(None, description="set for a group (its pooled fit)")
 

@@ -210,6 +210,7 @@ def api_response(
             "project": i.run["project"],
             "label": i.label,
             "metric": i.fit["metric"],
+            "compute_unit": i.run.get("compute_unit"),
             "fit": public_fit(i.fit),
             **({"group": i.run["group"]} if i.run.get("id") is None else {}),
         }

@@ -64,6 +64,9 @@ def test_dashboard_compare_of_runs_in_different_units_gives_no_crossover_or_budg
     assert line["winner"].startswith("no winner at a budget")
     assert "A" in line["rule"] or "ceiling" in line["rule"] or "asymptote" in line["rule"]
     assert "FLOPs, GPU-hours" in data.mixed_units_note(detail["units"])
+    # The REST API names each run's unit, so a script can tell too.
+    body = api.get("/api/v1/compare", params={"run": [a, b]}).json()
+    assert [r["compute_unit"] for r in body["runs"]] == ["gpu_hours", "flops"]
     # One unit: the crossover and the winner are as before (here: no fits yet).
     c = _run(api, "ccc", "val_pass_rate")
     detail = data.compare_detail(store, [a, c], None, None)
