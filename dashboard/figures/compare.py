@@ -142,32 +142,58 @@ def _overlaps(a: Box, b: Box) -> bool:
     return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
 
 
+def _inside(box: Box) -> bool:
+    """Whether a label stays within the chart's width (the card cuts off what is beyond: a
+    long name next to the left edge lost its first letters). Above and below the plot there
+    is the title's and the axis's room."""
+    return box[0] >= 0.0 and box[2] <= PLOT_PX[0]
+
+
+def _pixels(x: float, y: float, x_range: tuple[float, float],
+            y_range: tuple[float, float]) -> tuple[float, float]:
+    (x0, x1), (y0, y1) = x_range, y_range
+    return ((x - x0) / (x1 - x0 or 1.0) * PLOT_PX[0], (y1 - y) / (y1 - y0 or 1.0) * PLOT_PX[1])
+
+
+def reserved_positions(reserved: Sequence[tuple[float, float, str]],
+                       x_range: tuple[float, float], y_range: tuple[float, float]) -> list[str]:
+    """Where each highlighted run's label goes: above its marker, else the first of
+    ``POSITIONS`` that stays within the chart (above, if none does)."""
+    out = []
+    for x, y, text in reserved:
+        px, py = _pixels(x, y, x_range, y_range)
+        out.append(next((p for p in POSITIONS if _inside(_label_box(px, py, text, p))),
+                        POSITIONS[0]))
+    return out
+
+
 def place_labels(
     points: list[tuple[float, float, str]], x_range: tuple[float, float],
     y_range: tuple[float, float], reserved: Sequence[tuple[float, float, str]] = (),
 ) -> list[tuple[str, str]]:
     """(text, position) for each point's label: the first of ``POSITIONS`` where it prints
-    over no other label and no marker, else no label (its name stays on hover).  ``reserved``:
-    points whose labels are always drawn, above them (the highlighted runs).  Labels that
-    cannot all be read (a cluster of runs with the same ceiling and efficiency) are left out
-    instead of printed over each other."""
-    (x0, x1), (y0, y1) = x_range, y_range
+    over no other label and no marker and stays within the chart, else no label (its name
+    stays on hover).  ``reserved``: points whose labels are always drawn (the highlighted
+    runs, at ``reserved_positions``).  Labels that cannot all be read (a cluster of runs with
+    the same ceiling and efficiency) are left out instead of printed over each other."""
 
     def pixels(x: float, y: float) -> tuple[float, float]:
-        return ((x - x0) / (x1 - x0 or 1.0) * PLOT_PX[0], (y1 - y) / (y1 - y0 or 1.0) * PLOT_PX[1])
+        return _pixels(x, y, x_range, y_range)
 
     taken: list[Box] = []
     for x, y, _ in [*points, *reserved]:  # every marker
         px, py = pixels(x, y)
         taken.append((px - 4, py - 4, px + 4, py + 4))
-    for x, y, text in reserved:
-        taken.append(_label_box(*pixels(x, y), text, "top center"))
+    for (x, y, text), pos in zip(reserved, reserved_positions(reserved, x_range, y_range),
+                                 strict=True):
+        taken.append(_label_box(*pixels(x, y), text, pos))
     out = []
     for x, y, text in points:
         px, py = pixels(x, y)
         for position in POSITIONS:
             box = _label_box(px, py, text, position)
-            if not any(_overlaps(box, t) for t in taken):  # (its own marker: clear by GAP_PX)
+            # (its own marker: clear by GAP_PX)
+            if _inside(box) and not any(_overlaps(box, t) for t in taken):
                 taken.append(box)
                 out.append((text, position))
                 break
@@ -190,6 +216,10 @@ def ceiling_figure(rows: list[dict[str, Any]]) -> go.Figure:
     fig = go.Figure()
     x_range, y_range = _ranges(pts)
     others = [r for r in pts if not r.get("highlight")]
+    highlighted = [_point(r) for r in pts if r.get("highlight")]
+    # Each highlighted run's and recipe's label position, by its row (see reserved_positions).
+    label_at = dict(zip([id(r) for r in pts if r.get("highlight")],
+                        reserved_positions(highlighted, x_range, y_range), strict=True))
     if others:
         # Few enough to read: each run is labelled where its label prints over no other (a
         # run in a tight cluster keeps its name on hover only); many: all on hover.
@@ -197,9 +227,8 @@ def ceiling_figure(rows: list[dict[str, Any]]) -> go.Figure:
         cls = go.Scatter if labelled else go.Scattergl
         points = [_point(r) for r in others]
         names = [n for _, _, n in points]
-        placed = place_labels(
-            points, x_range, y_range, [_point(r) for r in pts if r.get("highlight")]
-        ) if labelled else [("", POSITIONS[0])] * len(others)
+        placed = place_labels(points, x_range, y_range, highlighted) if labelled \
+            else [("", POSITIONS[0])] * len(others)
         fig.add_trace(
             cls(
                 x=[r["B"] for r in others],
@@ -216,7 +245,7 @@ def ceiling_figure(rows: list[dict[str, Any]]) -> go.Figure:
             )
         )
     for r in (r for r in pts if r.get("highlight") and r.get("kind") == "group"):
-        _recipe_traces(fig, r)
+        _recipe_traces(fig, r, label_at[id(r)])
     for r in (r for r in pts if r.get("highlight") and r.get("kind") != "group"):
         ident = r.get("A") is not None
         err = r.get("A_ci") if ident else None
@@ -226,7 +255,7 @@ def ceiling_figure(rows: list[dict[str, Any]]) -> go.Figure:
                 y=[r["A"] if ident else r["A_lower_bound"]],
                 mode="markers+text",
                 text=[html.escape(r["label"])],
-                textposition="top center",
+                textposition=label_at[id(r)],
                 marker={
                     "color": r["color"], "size": 12,
                     "symbol": "circle" if ident else "triangle-up",
@@ -264,7 +293,7 @@ def _ranges(pts: list[dict[str, Any]]) -> tuple[tuple[float, float], tuple[float
     return (min(bs) - pad, max(bs) + pad), (min(ys) - y_pad, max(ys) + y_pad)
 
 
-def _recipe_traces(fig: go.Figure, r: dict[str, Any]) -> None:
+def _recipe_traces(fig: go.Figure, r: dict[str, Any], label_position: str) -> None:
     """A recipe on the ceiling chart: its pooled A with the 95% interval (a diamond; a
     triangle at its lower bound when A is not identified) and its seeds' own A as small
     points of the same colour (a triangle: a seed's lower bound), so the spread of the seeds
@@ -297,7 +326,7 @@ def _recipe_traces(fig: go.Figure, r: dict[str, Any]) -> None:
     fig.add_trace(
         go.Scatter(
             x=[r["B"]], y=[r["A"] if ident else r["A_lower_bound"]],
-            mode="markers+text", text=[label], textposition="top center",
+            mode="markers+text", text=[label], textposition=label_position,
             marker={"color": color, "size": 15, "symbol": "diamond" if ident else "triangle-up",
                     "line": {"width": 1.5, "color": "#263238"}},
             error_y=None if not err else {

@@ -233,6 +233,20 @@ def test_early_runs_get_sensible_axes_and_every_run_a_label() -> None:
     assert 1 <= len(shown) < 8 and "far" in shown
     assert list(others.customdata) == [r["label"] for r in rows]
     assert "%{customdata}" in others.hovertemplate
+    # A long name at the chart's left or right edge goes where it is read whole (beside its
+    # marker, towards the middle), never past the edge where the card cuts it off; so does a
+    # highlighted run's.
+    long = "qwen2.5-0.5b-instruct-gsm8k-crpo-no-branch"
+    rows = [{"id": 1, "label": long, "A": 0.64, "B": 0.7, "color": "#f00"},
+            {"id": 2, "label": "mid", "A": 0.6, "B": 1.6, "color": "#f00"},
+            {"id": 3, "label": long + "-seed2", "A": 0.58, "B": 2.5, "color": "#f00"},
+            {"id": 4, "label": long + "-x", "A": 0.7, "B": 0.71, "color": "#0f0",
+             "highlight": True}]
+    fig = F.ceiling_figure(rows)
+    others = fig.data[_metas(fig).index("others")]
+    assert list(others.text) == [long, "mid", long + "-seed2"]
+    assert list(others.textposition) == ["middle right", "top center", "middle left"]
+    assert fig.data[_metas(fig).index("run")].textposition == "middle right"
 
 
 def test_fit_caption_names_a_noise_prior_and_where_it_came_from() -> None:
