@@ -286,6 +286,26 @@ def test_alerts_page_lists_deliveries_and_acknowledges(seeded, page) -> None:  #
     assert page.js_errors == []
 
 
+def test_a_long_run_name_is_shown_whole(seeded, page) -> None:  # noqa: ANN001
+    """A run name as long as real ones get (a sweep's hyper-parameters in it) wraps in the
+    Runs table: the cell's ellipsis does not reach a link, which was cut off mid-name."""
+    server, _ = seeded
+    long = "Qwen2.5-0.5B-Instruct-GSM8K-CRPO-sp-p1-b8-gamma2.0-lam1.0-01161659"
+    with server.client() as client:  # its own project: the other tests' pages are unchanged
+        client.post("/api/v1/runs", json={"project": "long-names", "name": long,
+                                          "group": "a-recipe-with-a-long-name-too"},
+                    ).raise_for_status()  # fmt: skip
+    page.goto(server.url + "/dashboard/?project=long-names")
+    page.get_by_role("link", name=long).wait_for(timeout=30_000)
+    # (The overflow is the link's, inside the cell's own hidden overflow: compare their edges.)
+    clipped = page.evaluate("""() => [...document.querySelectorAll(
+        '#runs-table td[data-dash-column="run"], #runs-table td[data-dash-column="group"]')]
+        .filter(c => c.querySelector('a') && c.querySelector('a').getBoundingClientRect().right
+                     > c.getBoundingClientRect().right + 1).map(c => c.innerText)""")
+    assert clipped == []
+    assert page.js_errors == []
+
+
 def test_auth_login_and_write_scope_for_ack(tmp_path, browser) -> None:  # noqa: ANN001
     """Auth on: /dashboard/ needs a token cookie; /login sets it; ack needs write scope."""
     from tests.dashboard.seed import CROSSING, create_run, series
