@@ -215,6 +215,38 @@ def curve_traces(
     return [go.Scatter(d) for d in curve_trace_dicts(fit, color, name, until, group, show_band)]
 
 
+def fit_trace_dicts(
+    fit: dict[str, Any],
+    color: str,
+    name: str,
+    end: float,
+    group: str | None = None,
+    bound_color: str = BROKE_RED,
+) -> list[dict[str, Any]]:
+    """A run's fit as `curve_trace_dicts` draws it, to ``end``; for a run that broke and whose
+    new regime cannot be fitted yet, the curve it was on up to the break (extrapolating it
+    would promise what the run no longer does) and the bound on its new ceiling from there to
+    ``end`` (dotted, in ``bound_color``)."""
+    brk = fit.get("break")
+    fr = fit.get("fit_range")
+    if not brk or brk.get("regime") == "fitted" or not fr or not brk.get("compute"):
+        return curve_trace_dicts(fit, color, name, end, group=group)
+    at = float(brk["compute"])
+    traces = curve_trace_dicts({**fit, "fit_range": [fr[0], at]}, color, name, at, group=group)
+    ceiling = brk.get("ceiling_upper")
+    if ceiling is not None:
+        label = f"new ceiling ≤ {ceiling:.3f}"
+        traces.append(_drop_none({
+            "type": "scatter", "x": [at, end], "y": [ceiling, ceiling], "mode": "lines",
+            "line": {"color": bound_color, "width": 1.5, "dash": "dot"},
+            "name": f"{name} {label}" if group else label, "meta": "ceiling_upper",
+            "legendgroup": group, "showlegend": group is None,
+            "hovertemplate": (f"{name}: " if name else "")
+            + f"the ceiling since the break is at most {ceiling:.3f}<extra></extra>",
+        }))  # fmt: skip
+    return traces
+
+
 _CURVES: OrderedDict[tuple, list[dict[str, Any]]] = OrderedDict()
 _CURVES_LOCK = threading.Lock()
 _CURVES_SIZE = 256  # stored fits' curves (a few kB each)

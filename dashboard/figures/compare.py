@@ -16,6 +16,7 @@ from scalewatch.dashboard.figures.common import (
     base_layout_dict,
     curve_trace_dicts,
     empty_figure,
+    fit_trace_dicts,
     fmt,
     log_axis_dict,
     positive,
@@ -74,7 +75,9 @@ def compare_figure_dict(
             "hovertemplate": f"{label}<br>%{{x:,.4g}} {unit}<br>%{{y:.4f}}<extra></extra>",
         })  # fmt: skip
         if it.get("fit"):
-            data += curve_trace_dicts(it["fit"], color, label, end, group=group)
+            # A run that broke: its curve up to the break, then the bound on its new ceiling,
+            # in its own colour (several runs share the chart).
+            data += fit_trace_dicts(it["fit"], color, label, end, group=group, bound_color=color)
     layout = base_layout_dict(title, f"compute ({unit}, log scale)", metric, log_x=True)
     shapes: list[dict[str, Any]] = []
     notes: list[dict[str, Any]] = []

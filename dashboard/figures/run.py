@@ -15,8 +15,8 @@ from scalewatch.dashboard.figures.common import (
     GREY,
     a_text,
     base_layout,
-    curve_traces,
     empty_figure,
+    fit_trace_dicts,
     fmt,
     forecast_text,
     log_axis,
@@ -106,27 +106,8 @@ def forecast_headline(
 
 
 def _fit_traces(fit: dict[str, Any], color: str, end: float) -> list[go.Scatter]:
-    """The fit's curve, band and extrapolation; for a run that broke and whose new regime
-    cannot be fitted yet, the curve it was on up to the break (extrapolating it would promise
-    what the run no longer does) and the bound on its new ceiling from there to the end."""
-    brk = fit.get("break")
-    fr = fit.get("fit_range")
-    if not brk or brk.get("regime") == "fitted" or not fr or not brk.get("compute"):
-        return curve_traces(fit, color, "", end)
-    at = float(brk["compute"])
-    traces = curve_traces({**fit, "fit_range": [fr[0], at]}, color, "", at)
-    ceiling = brk.get("ceiling_upper")
-    if ceiling is not None:
-        traces.append(
-            go.Scatter(
-                x=[at, end], y=[ceiling, ceiling], mode="lines",
-                line={"color": BROKE_RED, "width": 1.5, "dash": "dot"},
-                name=f"new ceiling ≤ {ceiling:.3f}", meta="ceiling_upper",
-                hovertemplate=f"the ceiling since the break is at most {ceiling:.3f}"
-                              "<extra></extra>",
-            )
-        )  # fmt: skip
-    return traces
+    """The fit's curve, band and extrapolation, or up to a break (`fit_trace_dicts`)."""
+    return [go.Scatter(d) for d in fit_trace_dicts(fit, color, "", end)]
 
 
 def run_figure(

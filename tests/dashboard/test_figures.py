@@ -101,6 +101,21 @@ def test_compare_figure_overlays_runs_to_the_budget() -> None:
     for it in items:
         colors = {t.line.color for t in fig.data if t.legendgroup == f"run{it['id']}" and t.line}
         assert it["color"] in colors
+    # A run that broke: its curve stops at the break, as on the Run page (the old curve's
+    # extrapolation to the budget promised what the run no longer does), and the bound on its
+    # new ceiling runs from there to the budget, in the run's colour.
+    brk = {"compute": 4000.0, "step": 4000, "drop": 0.07, "ceiling_upper": 0.5, "regime":
+           "too_few_points"}  # fmt: skip
+    items[1]["fit"] = {**items[1]["fit"], "break": brk}
+    fig = F.compare_figure(items, unit="GPU-hours", metric="m", budget=200000.0)
+    broke = [t for t in fig.data if t.legendgroup == "run2"]
+    metas = [t.meta for t in broke]
+    assert "extrapolation" not in metas and "ceiling_upper" in metas
+    assert max(next(t for t in broke if t.meta == "fit").x) <= 4000.0 * (1 + 1e-6)
+    bound = next(t for t in broke if t.meta == "ceiling_upper")
+    assert list(bound.x) == [4000.0, 200000.0] and list(bound.y) == [0.5, 0.5]
+    assert bound.line.color == items[1]["color"] and "slow-highceiling" in bound.name
+    assert _metas(fig).count("extrapolation") == 1  # the other run's, unchanged
 
 
 def test_history_residuals_and_ceiling() -> None:
