@@ -27,8 +27,9 @@ COLUMNS = [
     column("project", "project"),
     column("kind", "kind"),
     column("message", "message"),
-    column("raised", "created_at"),
-    column("acknowledged", "acknowledged_at"),
+    # Times are the server's, in UTC (the store keeps UTC); a team spans time zones.
+    column("raised (UTC)", "created_at"),
+    column("acknowledged (UTC)", "acknowledged_at"),
 ]
 DELIVERY_KEYS = (
     "event", "state", "attempt", "at", "status_code", "ok", "error", "duration_ms", "url",
@@ -122,7 +123,8 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
             return False, empty_state("No delivery attempts for this alert.")
         keys = [k for k in DELIVERY_KEYS if any(k in r for r in rows)] or sorted(rows[0])
         return False, table(
-            "alerts-deliveries-table", [column(k, k) for k in keys], data=rows, page_size=10
+            "alerts-deliveries-table",
+            [column("at (UTC)" if k == "at" else k, k) for k in keys], data=rows, page_size=10,
         )
 
     @app.callback(

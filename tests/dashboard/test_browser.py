@@ -282,7 +282,10 @@ def test_alerts_page_lists_deliveries_and_acknowledges(seeded, page) -> None:  #
     page.screenshot(path=str(DOCS / "alerts.png"), full_page=True)
     page.locator("#alerts-ack").click()
     page.locator("#alerts-ack-ok").wait_for()
-    page.locator("#alerts-table tr", has_text="acknowledged").first.wait_for()
+    # (a state cell: the header row names the "acknowledged (UTC)" column too)
+    page.locator("#alerts-table td[data-dash-column='state']",
+                 has_text="acknowledged").first.wait_for()
+    assert "raised (UTC)" in page.locator("#alerts-table").inner_text()
     assert page.js_errors == []
 
 
