@@ -210,7 +210,7 @@ def _decision(n1: str, n2: str, r1: FitResult, r2: FitResult,
                            "fixed_A": None, "B_at_fixed_A": None, "more_efficient": None,
                            "reason": ""}
     if r1.A is None or r2.A is None:
-        missing = [n for n, r in ((n1, r1), (n2, r2)) if r.A is None]
+        missing = [_unidentified(n, r) for n, r in ((n1, r1), (n2, r2)) if r.A is None]
         out["reason"] = f"A not identified for {', '.join(missing)}"
         return out
     delta = abs(r1.A - r2.A)
@@ -232,6 +232,16 @@ def _decision(n1: str, n2: str, r1: FitResult, r2: FitResult,
     out["reason"] = (f"|dA| = {delta:.3f} <= {margin}: same asymptote; refit at A = {a_fix:.3f}, "
                      "the higher B is more efficient")
     return out
+
+
+def _unidentified(name: str, res: FitResult) -> str:
+    """A run without A, and why when it broke: the bound on its new ceiling is what the
+    comparison can still say about it."""
+    brk = res.break_ or {}
+    ceiling = brk.get("ceiling_upper")
+    if brk.get("regime") == "fitted" or ceiling is None:
+        return name
+    return f"{name} (it broke; its ceiling is now at most {float(ceiling):.3f})"
 
 
 def _cross_grid(fits: list[FitResult], budget: float | None) -> FloatArray | None:

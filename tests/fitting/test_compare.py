@@ -110,3 +110,21 @@ def test_fixed_a_refit_warm_started_from_the_run_finds_what_a_full_search_finds(
         warm = FixedARefit(c, y, OPTS, near=near)
         for at in (a - 0.02, a, a + 0.02):
             assert warm.at(at) == pytest.approx(cold.at(at), rel=2e-3)
+
+
+def test_a_run_that_broke_is_named_as_broken_in_the_verdict() -> None:
+    """A run without A because it broke: the verdict says so, with the bound on its new
+    ceiling, instead of only "A not identified" (which reads as "too early to say")."""
+    from dataclasses import replace  # noqa: PLC0415
+
+    c1, y1, r1 = _run(0.6, 1.6, 3000.0, seed=1)
+    c2, y2, r2 = _run(0.62, 1.5, 3500.0, seed=2)
+    broke = replace(r2, A=None, break_={"compute": 20000.0, "step": 200, "drop": 0.1,
+                                        "ceiling_upper": 0.5234, "regime": "too_few_points"})
+    out = compare_fits({"steady": (c1, y1, r1), "broken": (c2, y2, broke)})
+    reason = out["pairs"][0]["decision"]["reason"]
+    assert reason == ("A not identified for broken (it broke; its ceiling is now at most "
+                      "0.523)")
+    # Not yet identified, no break: as before.
+    out = compare_fits({"steady": (c1, y1, r1), "young": (c2, y2, replace(r2, A=None))})
+    assert out["pairs"][0]["decision"]["reason"] == "A not identified for young"
