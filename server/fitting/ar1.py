@@ -230,19 +230,15 @@ def sample(
     xb, yb = blocks(x, y)
     # The first pass only finds where the mass is: every other grid line is enough.
     cm_axis, cb_axis = m_axis[::2], b_axis[::2]
-    coarse = RhoGrid(xb, yb, r0, cm_axis, cb_axis, log_prior=log_prior, b_prior=b_prior)
-    w = P.normalise(coarse.log_weights(lo, hi))
-    cell_w = w.sum(axis=0)
-    fm, fb = P.refined_axes(coarse.m, coarse.b, cell_w, cm_axis, cb_axis)
-    fine = RhoGrid(xb, yb, r0, fm, fb, log_prior=log_prior, b_prior=b_prior)
-    w = P.normalise(fine.log_weights(lo, hi)).ravel()
-    for _ in range(P.MAX_EXTRA_REFINES):  # a posterior narrower than the grid: zoom in
-        cell_w = w.reshape(RHO_GRID.size, -1).sum(axis=0)
-        if P.resolved(fine.m, fine.b, cell_w, fm, fb):
-            break
-        fm, fb = P.refined_axes(fine.m, fine.b, cell_w, fm, fb)
-        fine = RhoGrid(xb, yb, r0, fm, fb, log_prior=log_prior, b_prior=b_prior)
-        w = P.normalise(fine.log_weights(lo, hi)).ravel()
+
+    def evaluate(fm: FloatArray, fb: FloatArray) -> tuple[tuple[RhoGrid, FloatArray], FloatArray,
+                                                          FloatArray, FloatArray]:
+        g = RhoGrid(xb, yb, r0, fm, fb, log_prior=log_prior, b_prior=b_prior)
+        w = P.normalise(g.log_weights(lo, hi))  # (rhos, cells)
+        return (g, w.ravel()), g.m, g.b, w.sum(axis=0)
+
+    _, coarse_m, coarse_b, coarse_w = evaluate(cm_axis, cb_axis)
+    (fine, w), fm, fb = P.zoom_in(coarse_m, coarse_b, coarse_w, cm_axis, cb_axis, evaluate)
     rng = np.random.default_rng(seed)
     pick = rng.choice(w.size, size=n, p=w)
     ri, cell = np.divmod(pick, fine.m.size)

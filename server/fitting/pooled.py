@@ -181,20 +181,16 @@ def sample_pooled(
     lo, hi = value_range
     # The first pass only finds where the mass is: every other grid line is enough.
     cm_axis, cb_axis = m_axis[::2], b_axis[::2]
-    coarse = [_SeedCells(sd, value_range, cm_axis, cb_axis) for sd in seeds]
-    cw = P.normalise(_weights(coarse, seeds, lo, hi).logw).sum(axis=1)
-    g0 = coarse[0].grid
-    fm, fb = P.refined_axes(g0.m, g0.b, cw, cm_axis, cb_axis)
-    fine = [_SeedCells(sd, value_range, fm, fb) for sd in seeds]
-    cells = _weights(fine, seeds, lo, hi)
-    for _ in range(P.MAX_EXTRA_REFINES):  # a posterior narrower than the grid: zoom in
-        cw = P.normalise(cells.logw).sum(axis=1)
-        g = fine[0].grid
-        if P.resolved(g.m, g.b, cw, fm, fb):
-            break
-        fm, fb = P.refined_axes(g.m, g.b, cw, fm, fb)
-        fine = [_SeedCells(sd, value_range, fm, fb) for sd in seeds]
-        cells = _weights(fine, seeds, lo, hi)
+
+    def evaluate(fm: FloatArray, fb: FloatArray) -> tuple[tuple[list[_SeedCells], _Cells],
+                                                          FloatArray, FloatArray, FloatArray]:
+        per_seed = [_SeedCells(sd, value_range, fm, fb) for sd in seeds]
+        cells = _weights(per_seed, seeds, lo, hi)
+        g = per_seed[0].grid
+        return (per_seed, cells), g.m, g.b, P.normalise(cells.logw).sum(axis=1)
+
+    _, coarse_m, coarse_b, coarse_w = evaluate(cm_axis, cb_axis)
+    (fine, cells), fm, fb = P.zoom_in(coarse_m, coarse_b, coarse_w, cm_axis, cb_axis, evaluate)
     w = P.normalise(cells.logw).ravel()
     rng = np.random.default_rng(seed)
     pick = rng.choice(w.size, size=n, p=w)

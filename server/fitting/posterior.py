@@ -27,7 +27,9 @@ the draws.  Cost: two grid evaluations on binned data plus a few thousand draws,
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -142,6 +144,29 @@ def refined_axes(cell_m: FloatArray, cell_b: FloatArray, w: FloatArray, m_axis: 
     b_lo = b_axis[max(int(bi.min()) - 1, 0)]
     b_hi = b_axis[min(int(bi.max()) + 1, b_axis.size - 1)]
     return np.linspace(m_lo, m_hi, REFINE[0]), np.geomspace(b_lo, b_hi, REFINE[1])
+
+
+Grid_ = TypeVar("Grid_")
+
+
+def zoom_in(
+    cell_m: FloatArray, cell_b: FloatArray, w: FloatArray, m_axis: FloatArray, b_axis: FloatArray,
+    evaluate: Callable[[FloatArray, FloatArray],
+                       tuple[Grid_, FloatArray, FloatArray, FloatArray]],
+) -> tuple[Grid_, FloatArray, FloatArray]:
+    """The posterior on a grid refined over the mass of ``w`` (per cell, at ``cell_m``,
+    ``cell_b`` on the axes ``m_axis``, ``b_axis``), refined again while the grid does not
+    resolve it (`resolved`), at most ``MAX_EXTRA_REFINES`` times.  ``evaluate(fm, fb)`` builds
+    the posterior on the axes (fm, fb) and returns (it, its cells' m and B, their weights).
+    Returns (the posterior, its axes)."""
+    fm, fb = refined_axes(cell_m, cell_b, w, m_axis, b_axis)
+    post, cm, cb, cw = evaluate(fm, fb)
+    for _ in range(MAX_EXTRA_REFINES):
+        if resolved(cm, cb, cw, fm, fb):
+            break
+        fm, fb = refined_axes(cm, cb, cw, fm, fb)
+        post, cm, cb, cw = evaluate(fm, fb)
+    return post, fm, fb
 
 
 def jitter_cells(cell_m: FloatArray, cell_b: FloatArray, fm: FloatArray, fb: FloatArray,
