@@ -10,8 +10,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from . import grid as G
-from .fit import COARSE, _refine, point_fit, prepare
-from .model import FloatArray, curve_x, curves_many
+from .fit import _refine, binned_ssr, coarse_check, point_fit, prepare, refine_bounds, warm_holds
+from .model import FloatArray, curves_many
 from .result import FitOptions, FitResult
 
 SAME_A_MARGIN = 0.02  # the paper's error margin on A (App. A.5)
@@ -57,30 +57,22 @@ class FixedARefit:
                                     fixed_a=a).theta
             return b, prep.c0 * float(np.exp(m)), r0
         m_axis, b_axis = G.default_axes(float(prep.x[0]))
-        m_bounds = (float(m_axis[0]) - 2.0, float(np.log(1000.0)))
+        m_bounds = refine_bounds(m_axis)
         bx, by, bw = self.binned.x, self.binned.y, self.binned.w
         fit_r0 = prep.r0 is None
         if self.start is not None:
             _, m0, b0, r00 = self.start
             warm = _refine(bx, by, (a, m0, b0, r00 if fit_r0 else float(prep.r0 or 0.0)),
                            fit_r0, self.vr, m_bounds, fixed_a=a, weights=bw)
-            check = G.search(self.coarse, prep.r0, self.vr,
-                             *G.default_axes(float(prep.x[0]), *COARSE), fixed_a=a)
-            # Both SSRs over the same coarse bins, weighted by their counts.
-            if _ssr_w(self.coarse, warm) <= float(check.ssr.min()) * (1.0 + 1e-6) + 1e-15:
+            # Both SSRs over the same coarse bins (as point_fit's and prefix_fit's warm paths).
+            check = coarse_check(self.coarse, prep.r0, self.vr, float(prep.x[0]), a)
+            if warm_holds(binned_ssr(self.coarse, warm), check):
                 return warm[2], prep.c0 * float(np.exp(warm[1])), warm[3]
         gr = G.search(self.coarse, prep.r0, self.vr, m_axis, b_axis, fixed_a=a)
         i = gr.best
         start = (float(gr.a[i]), float(gr.m[i]), float(gr.b[i]), float(gr.r0[i]))
         _, m, b, r0 = _refine(bx, by, start, fit_r0, self.vr, m_bounds, fixed_a=a, weights=bw)
         return b, prep.c0 * float(np.exp(m)), r0
-
-
-def _ssr_w(binned: G.Binned, th: tuple[float, float, float, float]) -> float:
-    """SSR of the curve ``th`` (internal coordinates) over the binned points, as ``G.search``
-    counts it: count-weighted residuals of the bin means plus the spread inside the bins."""
-    r = binned.y - curve_x(binned.x, *th)
-    return float(np.sum(binned.w * r * r)) + binned.ssw
 
 
 def refit_fixed_a(

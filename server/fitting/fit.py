@@ -93,6 +93,31 @@ def _ssr(x: FloatArray, y: FloatArray, th: tuple[float, float, float, float]) ->
     return float(e @ e)
 
 
+def binned_ssr(bd: G.Binned, th: tuple[float, float, float, float]) -> float:
+    """SSR of the curve ``th`` over binned points as ``G.search`` counts it: count-weighted
+    residuals of the bin means plus the spread inside the bins."""
+    a, m, b, r0 = th
+    e = bd.y - (r0 + (a - r0) * frac(bd.x, m, b))
+    return float(bd.w @ (e * e)) + bd.ssw
+
+
+def refine_bounds(m_axis: FloatArray) -> tuple[float, float]:
+    """Bounds of m = ln(C_mid / c0) for a refinement from a cell of a grid on ``m_axis``."""
+    return float(m_axis[0]) - 2.0, float(np.log(1000.0))
+
+
+def coarse_check(bd: G.Binned, r0: float | None, value_range: tuple[float, float],
+                 x_min: float, fixed_a: float | None = None) -> G.Grid:
+    """The coarse grid that checks a warm start's basin (``warm_holds``)."""
+    return G.search(bd, r0, value_range, *G.default_axes(x_min, *COARSE), fixed_a)
+
+
+def warm_holds(ssr: float, check: G.Grid) -> bool:
+    """Whether a refinement from a warm start is as good as the check grid's best cell;
+    else the start fell into a worse basin and the grid's search is redone."""
+    return ssr <= float(check.ssr.min()) * (1.0 + 1e-6) + 1e-15
+
+
 def _refine(
     x: FloatArray,
     y: FloatArray,
@@ -138,7 +163,7 @@ def point_fit(
     fit_r0 = r0 is None
     binned = G.bin_data(x, y)
     m_axis, b_axis = G.default_axes(float(x[0]))
-    m_bounds = (float(m_axis[0]) - 2.0, float(np.log(1000.0)))
+    m_bounds = refine_bounds(m_axis)
     r0_default = float(y[0]) if r0 is None else float(r0)
 
     def from_cell(gr: G.Grid, i: int) -> tuple[float, float, float, float]:
@@ -156,9 +181,8 @@ def point_fit(
             gr = G.search(binned, r0, value_range, m_axis, b_axis, fixed_a)
             check = gr
         else:
-            cm, cb = G.default_axes(float(x[0]), *COARSE)
-            check = G.search(binned, r0, value_range, cm, cb, fixed_a)
-        if ssr <= float(check.ssr.min()) * (1.0 + 1e-6) + 1e-15:
+            check = coarse_check(binned, r0, value_range, float(x[0]), fixed_a)
+        if warm_holds(ssr, check):
             return PointFit(th, ssr, gr, "warm")
 
     if gr is None:
@@ -183,11 +207,8 @@ def prefix_fit(
     fit_r0 = r0 is None
     st = start if r0 is None else (start[0], start[1], start[2], float(r0))
     th = _refine(bd.x, bd.y, st, fit_r0, value_range, m_bounds, None, bd.w)
-    a, m, b, rr = th
-    e = bd.y - (rr + (a - rr) * frac(bd.x, m, b))
-    ssr = float(bd.w @ (e * e)) + bd.ssw
-    check = G.search(bd, r0, value_range, *G.default_axes(float(bd.x[0]), *COARSE))
-    if ssr <= float(check.ssr.min()) * (1.0 + 1e-6) + 1e-15:
+    check = coarse_check(bd, r0, value_range, float(bd.x[0]))
+    if warm_holds(binned_ssr(bd, th), check):
         return th
     i = check.best
     best = (float(check.a[i]), float(check.m[i]), float(check.b[i]), float(check.r0[i]))
@@ -253,7 +274,7 @@ def fit_curve(
         start = (a, float(np.log(cm / prep.c0)), b, r0p)
     pf = point_fit(prep.x, prep.y, prep.r0, (lo, hi), start, need_grid=options.intervals)
     # Every prefix starts where the window does: one set of bounds for all of them.
-    m_bounds = (float(G.default_axes(float(prep.x[0]))[0][0]) - 2.0, float(np.log(1000.0)))
+    m_bounds = refine_bounds(G.default_axes(float(prep.x[0]))[0])
 
     def refit(x: FloatArray, y: FloatArray, st: tuple[float, float, float, float]
               ) -> tuple[float, float, float, float]:
