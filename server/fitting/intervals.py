@@ -210,14 +210,18 @@ def band(
 def median_and_band(
     compute: FloatArray, draws: FloatArray, envelope: FloatArray
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """(the draws' pointwise median curve, :func:`band`) from one evaluation of the draws and
-    one partial sort: the dashboard draws both for every run it shows."""
+    """(the draws' pointwise median curve, :func:`band`) from one evaluation of the draws: the
+    dashboard draws both for every run it shows.  The median is ``np.median``'s, as for
+    ``predict`` and the forecast at the target, so a chart's line and the forecast agree to
+    the last digit."""
     shape = np.shape(compute)
     c = np.asarray(compute, dtype=float).reshape(-1)
     med = np.full(c.shape, np.nan)
     lo, hi = med.copy(), med.copy()
     if len(draws):
-        lo, med, hi = np.quantile(curves_many(c, draws), [0.025, 0.5, 0.975], axis=0)
+        v = curves_many(c, draws)
+        med = np.median(v, axis=0)
+        lo, hi = np.quantile(v, [0.025, 0.975], axis=0)
     if len(envelope):
         v = curves_many(c, envelope)
         lo = np.fmin(lo, v.min(0))
@@ -258,8 +262,8 @@ def at_target(
     evaluation and the misspecification allowance ``beyond`` = ln(target / window end)."""
     lo, hi = value_range
     t = np.array([target])
-    forecast = float(np.median(curves_many(t, stored)[:, 0]))
-    c_lo, c_hi = band(t, stored, np.empty((0, 4)))
+    med, c_lo, c_hi = median_and_band(t, stored, np.empty((0, 4)))
+    forecast = float(med[0])
     extra = extra_half_width(q, noise_sd, drift_rate, beyond)
     p_lo, p_hi = widen(c_lo, c_hi, np.array([forecast]), extra)
     return (forecast, (float(c_lo[0]), float(c_hi[0])),
