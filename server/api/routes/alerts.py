@@ -7,9 +7,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, HTTPException, Query, Response
 
 from scalewatch.server import limits
-from scalewatch.server.alerts.kinds import GROUP_KINDS, GROUP_ONLY_KINDS, AlertKind
-from scalewatch.server.alerts.rules import RuleError, normalize_params
-from scalewatch.server.alerts.targets import UnsafeTarget, check_url
+from scalewatch.server.alerts.kinds import AlertKind
 from scalewatch.server.api.deps import AUTH_RESPONSES, READ, WRITE, SettingsDep, StoreDep
 from scalewatch.server.api.schemas import (
     ID_MAX,
@@ -25,7 +23,8 @@ from scalewatch.server.api.schemas import (
 )
 from scalewatch.server.config import Settings
 from scalewatch.server.scopes import redact_delivery, webhook_host_only
-from scalewatch.server.store import NotFound, Store
+from scalewatch.server.services.alert_rules import InvalidRule, check_webhook, validated_params
+from scalewatch.server.store import Store
 
 router = APIRouter(prefix="/api/v1", tags=["alerts"], responses=AUTH_RESPONSES)
 State = Literal["open", "acknowledged", "resolved", "active"]
@@ -58,44 +57,19 @@ def _rule_out(rule: dict[str, Any], scope: str) -> dict[str, Any]:
 
 
 def _check_target(url: str | None, settings: Settings) -> None:
-    if url is None:
-        return
     try:
-        check_url(url, settings.webhook_allow_private)
-    except UnsafeTarget as exc:
-        raise _invalid("webhook_url", str(exc)) from exc
+        check_webhook(url, settings.webhook_allow_private)
+    except InvalidRule as exc:
+        raise _invalid(exc.field, str(exc)) from exc
 
 
 def _validated(store: Store, project: str, run_id: int | None, kind: str, params: dict,
                group: str | None = None) -> dict:
     # An unknown run here is a bad field of the rule (422), not an unknown resource (404).
     try:
-        clean = normalize_params(kind, params)
-    except RuleError as exc:
-        raise _invalid("params", str(exc)) from exc
-    if group is not None and run_id is not None:
-        raise _invalid("group", "a rule watches a run (run_id) or a group (group), not both")
-    if group is not None and kind not in GROUP_KINDS:
-        raise _invalid("kind", f"a group rule may be {', '.join(GROUP_KINDS)}, not {kind}")
-    if group is None and kind in GROUP_ONLY_KINDS:
-        raise _invalid("group", f"{kind} watches the seeds of a group: give its group")
-    if run_id is not None:
-        try:
-            run = store.get_run(run_id)
-        except NotFound as exc:
-            raise _invalid("run_id", f"run {run_id} does not exist") from exc
-        if run["project"] != project:
-            raise _invalid(
-                "run_id", f"run {run_id} belongs to project {run['project']!r}, not {project!r}"
-            )
-    if kind == AlertKind.below_baseline:
-        try:
-            store.get_run(clean["baseline_run_id"])
-        except NotFound as exc:
-            raise _invalid(
-                "params", f"baseline run {clean['baseline_run_id']} does not exist"
-            ) from exc
-    return clean
+        return validated_params(store, project, run_id, kind, params, group)
+    except InvalidRule as exc:
+        raise _invalid(exc.field, str(exc)) from exc
 
 
 @router.post("/alert-rules", response_model=RuleOut, status_code=201)

@@ -1,0 +1,73 @@
+"""What makes an alert rule valid, checked in one place for every way one is written.
+
+The REST API (``POST``/``PATCH /alert-rules``) and the Alerts page's "New rule" form both
+call these, so a rule the dashboard accepts is exactly one the API would have accepted; each
+maps ``InvalidRule`` to its own error (a 422 naming the field, a message under the form).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scalewatch.server.alerts.kinds import GROUP_KINDS, GROUP_ONLY_KINDS, AlertKind
+from scalewatch.server.alerts.rules import RuleError, normalize_params
+from scalewatch.server.alerts.targets import UnsafeTarget, check_url
+from scalewatch.server.store import NotFound, Store
+
+
+class InvalidRule(ValueError):
+    """A rule that cannot work: ``field`` is the rule's field at fault, the message says why."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def check_webhook(url: str | None, allow_private: bool) -> None:
+    """A webhook must resolve to public addresses only (unless the server allows private
+    ones): a rule must not turn the server into a probe of its own network."""
+    if url is None:
+        return
+    try:
+        check_url(url, allow_private)
+    except UnsafeTarget as exc:
+        raise InvalidRule("webhook_url", str(exc)) from exc
+
+
+def validated_params(
+    store: Store,
+    project: str,
+    run_id: int | None,
+    kind: str,
+    params: dict[str, Any] | None,
+    group: str | None = None,
+) -> dict[str, Any]:
+    """The rule's params with defaults filled in, once its kind, params and what it watches
+    (a run of ``project``, a group, or every run of the project) fit together."""
+    try:
+        clean = normalize_params(kind, params)
+    except RuleError as exc:
+        raise InvalidRule("params", str(exc)) from exc
+    if group is not None and run_id is not None:
+        raise InvalidRule("group", "a rule watches a run (run_id) or a group (group), not both")
+    if group is not None and kind not in GROUP_KINDS:
+        raise InvalidRule("kind", f"a group rule may be {', '.join(GROUP_KINDS)}, not {kind}")
+    if group is None and kind in GROUP_ONLY_KINDS:
+        raise InvalidRule("group", f"{kind} watches the seeds of a group: give its group")
+    if run_id is not None:
+        try:
+            run = store.get_run(run_id)
+        except NotFound as exc:
+            raise InvalidRule("run_id", f"run {run_id} does not exist") from exc
+        if run["project"] != project:
+            raise InvalidRule(
+                "run_id", f"run {run_id} belongs to project {run['project']!r}, not {project!r}"
+            )
+    if kind == AlertKind.below_baseline:
+        try:
+            store.get_run(clean["baseline_run_id"])
+        except NotFound as exc:
+            raise InvalidRule(
+                "params", f"baseline run {clean['baseline_run_id']} does not exist"
+            ) from exc
+    return clean
