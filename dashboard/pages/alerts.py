@@ -1,4 +1,5 @@
-"""Alerts: open and acknowledged alerts, acknowledge (write scope), delivery attempts."""
+"""Alerts: open and acknowledged alerts, acknowledge (write scope), delivery attempts, and the
+rules that raise them (``dashboard/alert_rules.py``)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 from dash import Dash, Input, Output, State, dcc, html
 from dash.exceptions import PreventUpdate
 
-from scalewatch.dashboard import data
+from scalewatch.dashboard import alert_rules, data
 from scalewatch.dashboard.components import DashContext, column, empty_state, table
 from scalewatch.dashboard.figures import plural
 from scalewatch.server.store.base import Store
@@ -81,6 +82,7 @@ def layout(state: str | None = None, **_: Any) -> html.Div:
             ),
             html.H3("Delivery attempts"),
             html.Div(id="alerts-deliveries"),
+            alert_rules.panel(),
             dcc.Store(id="alerts-acked", data=0),
             dcc.Interval(id="alerts-tick", interval=5000),
         ]
@@ -96,6 +98,8 @@ def _rows(store: Store, state: str) -> dict[str, Any]:
 
 
 def register_callbacks(app: Dash, ctx: DashContext) -> None:
+    alert_rules.register_callbacks(app, ctx)
+
     @app.callback(
         Output("alerts-table", "data"),
         Output("alerts-count", "children"),

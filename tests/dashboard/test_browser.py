@@ -289,6 +289,51 @@ def test_alerts_page_lists_deliveries_and_acknowledges(seeded, page) -> None:  #
     assert page.js_errors == []
 
 
+def test_alert_rules_are_listed_created_switched_and_deleted(seeded, page) -> None:  # noqa: ANN001
+    """The Rules panel of the Alerts page: the rules in force, a new one checked as the API
+    checks it (a missing parameter is refused, naming it), switched off, deleted."""
+    server, _ = seeded
+    with server.client() as client:  # its own project: the other tests' rules are unchanged
+        client.post("/api/v1/runs", json={"project": "rules-ui", "name": "watched"},
+                    ).raise_for_status()  # fmt: skip
+    page.goto(server.url + "/dashboard/alerts")
+    page.locator("#rules-table td[data-dash-column='kind']").first.wait_for(timeout=30_000)
+    before = len(httpx.get(server.url + "/api/v1/alert-rules").json()["rules"])
+    page.locator("#rules-new summary").click()
+    page.locator("#rule-project").click()
+    page.get_by_role("option", name="rules-ui").click()
+    page.locator("#rule-watches", has_text="every run of the project").wait_for()
+    page.locator("#rule-kind").click()
+    page.get_by_role("option", name="asymptote_below").click()
+    threshold = page.locator("input[id*='threshold']")
+    threshold.wait_for()
+    page.locator("#rule-create").click()
+    page.locator("#rule-create-bad").wait_for()
+    assert "needs parameter 'threshold'" in page.locator("#rule-create-bad").inner_text()
+    assert len(httpx.get(server.url + "/api/v1/alert-rules").json()["rules"]) == before
+    threshold.fill("0.55")
+    page.locator("#rule-create").click()
+    page.locator("#rule-create-ok").wait_for()
+    rules = httpx.get(server.url + "/api/v1/alert-rules", params={"project": "rules-ui"}).json()
+    assert [(r["kind"], r["params"], r["enabled"]) for r in rules["rules"]] == [
+        ("asymptote_below", {"threshold": 0.55}, True)]
+    rule_id = rules["rules"][0]["id"]
+    row = page.locator("#rules-table tr", has_text="rules-ui")
+    row.wait_for()
+    assert "threshold 0.55" in row.inner_text()
+    row.locator("input[type=radio]").check()
+    page.locator("#rules-toggle").click()
+    page.locator("#rules-ok", has_text=f"Rule {rule_id} disabled").wait_for()
+    assert httpx.get(f"{server.url}/api/v1/alert-rules/{rule_id}").json()["enabled"] is False
+    page.locator("#rules-table td[data-dash-column='enabled']", has_text="off").wait_for()
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.locator("#rules-delete").click()
+    page.locator("#rules-ok", has_text=f"Rule {rule_id} deleted").wait_for()
+    assert httpx.get(f"{server.url}/api/v1/alert-rules/{rule_id}").status_code == 404
+    page.locator("#rules-table tr", has_text="rules-ui").wait_for(state="detached")
+    assert page.js_errors == []
+
+
 def test_a_long_run_name_is_shown_whole(seeded, page) -> None:  # noqa: ANN001
     """A run name as long as real ones get (a sweep's hyper-parameters in it) wraps in the
     Runs table: the cell's ellipsis does not reach a link, which was cut off mid-name."""
@@ -354,6 +399,19 @@ def test_auth_login_and_write_scope_for_ack(tmp_path, browser) -> None:  # noqa:
         page.locator("#alerts-ack").click()
         page.locator("#alerts-ack-denied").wait_for()
         assert "write scope" in page.locator("#alerts-ack-denied").inner_text()
+        # ... nor switch a rule off or create one.
+        page.locator("#rules-table tr", has_text="asymptote_below").locator(
+            "input[type=radio]").check()
+        page.locator("#rules-toggle").click()
+        page.locator("#rules-denied").wait_for()
+        page.locator("#rules-new summary").click()
+        page.locator("#rule-project").click()
+        page.get_by_role("option", name="p", exact=True).click()
+        page.locator("#rule-create").click()
+        page.locator("#rule-create-denied").wait_for()
+        with server.client() as client:
+            rules = client.get("/api/v1/alert-rules").json()["rules"]
+            assert [r["enabled"] for r in rules] == [True]
         # A read-only session cannot switch a project's priors either.
         page.goto(server.url + "/dashboard/?project=p")
         page.locator("#runs-settings summary").click()

@@ -1,0 +1,317 @@
+"""The Alerts page's "Rules" panel: what is being watched, switched on or off, deleted, added.
+
+It shows every alert rule (what it watches, its kind and parameters, where it posts) and,
+with a write token, enables, disables or deletes the one selected and creates new ones.  A
+new rule is checked exactly as ``POST /api/v1/alert-rules`` checks it: the API's request
+model for its fields and limits, then ``services/alert_rules.py`` for how they fit together.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dash import ALL, Dash, Input, Output, State, callback_context, dcc, html, no_update
+from dash.exceptions import PreventUpdate
+from pydantic import ValidationError
+
+from scalewatch.dashboard.components import DashContext, column, empty_state, table
+from scalewatch.dashboard.data import group_link, md_text
+from scalewatch.dashboard.figures import plural
+from scalewatch.server.alerts.kinds import ALERT_KINDS, AlertKind
+from scalewatch.server.alerts.rules import KIND_HELP, PARAMS
+from scalewatch.server.api.schemas import RuleCreate
+from scalewatch.server.scopes import webhook_host_only
+from scalewatch.server.services.alert_rules import (
+    InvalidRule,
+    check_webhook,
+    validated_params,
+)
+from scalewatch.server.store.base import RunQuery, Store
+
+COLUMNS = [
+    column("on", "enabled"),
+    column("watches", "watches", presentation="markdown"),
+    column("project", "project"),
+    column("kind", "kind"),
+    column("parameters", "params"),
+    column("webhook", "webhook"),
+    column("created (UTC)", "created_at"),
+]
+EVERY_RUN = "every"  # the "watches" choice of a project-wide rule
+MAX_RUN_CHOICES = 500
+NEEDS_WRITE = ("{what} needs a token with write scope; this session's token is read-only. "
+               "Sign out and sign in with a write token.")
+
+
+def _watches(rule: dict[str, Any], run_names: dict[int, str]) -> str:
+    """Markdown: the run (linked), the group (linked) or every run of the project."""
+    if rule.get("run_id") is not None:
+        rid = int(rule["run_id"])
+        return f"[{md_text(run_names.get(rid, f'run {rid}'))}](/dashboard/run/{rid})"
+    if rule.get("group"):
+        return "group " + group_link(rule["project"], rule["group"])
+    return "every run of the project"
+
+
+def _params_text(params: dict[str, Any] | None) -> str:
+    return ", ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}"
+                     for k, v in (params or {}).items()) or "—"
+
+
+def rule_rows(rules: list[dict[str, Any]], run_names: dict[int, str], scope: str
+              ) -> list[dict[str, Any]]:
+    """Table rows for ``rules`` as a token of ``scope`` may see them: below admin a webhook
+    shows its host only (a Slack URL is a secret), as ``GET /alert-rules`` returns it."""
+    rows = []
+    for r in rules:
+        url = r.get("webhook_url")
+        shown = url if scope == "admin" else webhook_host_only(url)
+        rows.append({
+            "id": r["id"],
+            "enabled": "on" if r.get("enabled") else "off",
+            "watches": _watches(r, run_names),
+            "project": r.get("project"),
+            "kind": r.get("kind"),
+            "params": _params_text(r.get("params")),
+            "webhook": (shown or "—") + (" (signed)" if url and r.get("has_secret") else ""),
+            "created_at": (r.get("created_at") or "")[:19].replace("T", " "),
+        })
+    return rows
+
+
+def param_inputs(kind: str | None) -> list[Any]:
+    """One number box per parameter of ``kind``, its default as placeholder."""
+    if kind not in ALERT_KINDS:
+        return []
+    spec = PARAMS[AlertKind(kind)]
+    if not spec:
+        return [html.Span("no parameters", className="note")]
+    boxes: list[Any] = []
+    for name, (default, _low, _high, typ) in spec.items():
+        boxes += [
+            html.Label(name, htmlFor=f"rule-param-{name}", className="meta"),
+            dcc.Input(id={"type": "rule-param", "name": name}, type="number",
+                      step="any" if typ is float else 1,
+                      placeholder="required" if default is None else f"{default:g}",
+                      style={"width": 160}),
+        ]
+    return boxes
+
+
+def panel() -> html.Div:
+    """The Rules section: a table of rules, its actions, and the New rule form."""
+    kinds = [{"label": k, "value": k} for k in ALERT_KINDS]
+    return html.Div([
+        html.Div(className="toolbar", children=[
+            html.H3("Rules", style={"margin": 0}),
+            html.Span(id="rules-count", className="meta"),
+            html.Span(style={"flex": 1}),
+            html.Button("Enable / disable", id="rules-toggle", className="secondary",
+                        disabled=True),
+            html.Button("Delete", id="rules-delete", className="secondary", disabled=True),
+        ]),
+        html.Div("What is being watched. Select a rule to switch it on or off or delete it "
+                 "(deleting a rule deletes its alerts and their delivery history).",
+                 className="note"),
+        html.Div(id="rules-msg"),
+        html.Div(id="rules-empty"),
+        table("rules-table", COLUMNS, data=[], row_selectable="single", selected_row_ids=[],
+              sort_action="native", page_size=10),
+        dcc.ConfirmDialog(id="rules-confirm"),
+        html.Details(id="rules-new", style={"marginTop": 10}, children=[
+            html.Summary("New rule", className="meta"),
+            html.Div(className="toolbar", children=[
+                dcc.Dropdown(id="rule-project", placeholder="project", style={"width": 240}),
+                dcc.Dropdown(id="rule-watches", placeholder="watches", clearable=False,
+                             style={"width": 320}),
+                dcc.Dropdown(id="rule-kind", options=kinds, value=AlertKind.asymptote_drop.value,
+                             clearable=False, style={"width": 220}),
+            ]),
+            html.Div(id="rule-kind-help", className="note"),
+            html.Div(id="rule-params", className="toolbar"),
+            html.Div(className="toolbar", children=[
+                dcc.Input(id="rule-webhook", type="url", debounce=False,
+                          placeholder="webhook URL (optional), e.g. a Slack incoming webhook",
+                          style={"width": 480}),
+                dcc.Input(id="rule-secret", type="password",
+                          placeholder="signing secret (optional)", style={"width": 220}),
+                html.Button("Create rule", id="rule-create"),
+            ]),
+            html.Div(id="rule-create-msg"),
+        ]),
+        dcc.Store(id="rules-changed", data=0),
+    ])
+
+
+def _run_names(store: Store, rules: list[dict[str, Any]]) -> dict[int, str]:
+    names: dict[int, str] = {}
+    for rid in {int(r["run_id"]) for r in rules if r.get("run_id") is not None}:
+        try:
+            names[rid] = store.get_run(rid)["name"]
+        except LookupError:
+            continue
+    return names
+
+
+def _watch_options(store: Store, project: str) -> list[dict[str, str]]:
+    runs, _ = store.list_runs(RunQuery(project=project, limit=MAX_RUN_CHOICES))
+    groups = store.list_groups(project)
+    return ([{"label": "every run of the project", "value": EVERY_RUN}]
+            + [{"label": f"group {g['name']}", "value": f"group:{g['name']}"} for g in groups]
+            + [{"label": f"run {r['name']}", "value": f"run:{r['id']}"} for r in runs])
+
+
+def new_rule(project: str | None, watches: str | None, kind: str | None,
+             values: dict[str, Any], webhook: str | None, secret: str | None) -> RuleCreate:
+    """The form's fields as the API's request model (raises ValidationError, InvalidRule)."""
+    if not project:
+        raise InvalidRule("project", "pick a project")
+    run_id, group = None, None
+    if watches and watches.startswith("run:"):
+        run_id = int(watches[4:])
+    elif watches and watches.startswith("group:"):
+        group = watches[6:]
+    params = {k: v for k, v in values.items() if v is not None}
+    return RuleCreate.model_validate({
+        "project": project, "run_id": run_id, "group": group, "kind": kind, "params": params,
+        "webhook_url": webhook or None, "webhook_secret": secret or None,
+    })
+
+
+def _error(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        return f"{where}: {first.get('msg')}" if where else str(first.get("msg"))
+    field = getattr(exc, "field", "")
+    return f"{field}: {exc}" if field else str(exc)
+
+
+def register_callbacks(app: Dash, ctx: DashContext) -> None:
+    @app.callback(
+        Output("rules-table", "data"),
+        Output("rules-count", "children"),
+        Output("rules-empty", "children"),
+        Input("rules-changed", "data"),
+        Input("alerts-tick", "n_intervals"),
+    )
+    def refresh(_changed: int, _tick: int | None) -> tuple:
+        rules = ctx.store.list_alert_rules()
+        rows = rule_rows(rules, _run_names(ctx.store, rules), ctx.scope())
+        empty = (empty_state("No alert rules yet: add one under New rule, or with "
+                             "POST /api/v1/alert-rules.") if not rows else None)
+        return rows, plural(len(rows), "rule"), empty
+
+    @app.callback(
+        Output("rules-toggle", "disabled"),
+        Output("rules-delete", "disabled"),
+        Input("rules-table", "selected_row_ids"),
+    )
+    def selected(ids: list[int] | None) -> tuple:
+        return not ids, not ids
+
+    @app.callback(
+        Output("rules-confirm", "displayed"),
+        Output("rules-confirm", "message"),
+        Input("rules-delete", "n_clicks"),
+        State("rules-table", "selected_row_ids"),
+        prevent_initial_call=True,
+    )
+    def ask(_n: int, ids: list[int] | None) -> tuple:
+        if not ids:
+            raise PreventUpdate
+        return True, (f"Delete alert rule {ids[0]}, with its alerts and their delivery "
+                      "history?")
+
+    @app.callback(
+        Output("rules-msg", "children"),
+        Output("rules-changed", "data"),
+        Input("rules-toggle", "n_clicks"),
+        Input("rules-confirm", "submit_n_clicks"),
+        State("rules-table", "selected_row_ids"),
+        State("rules-changed", "data"),
+        prevent_initial_call=True,
+    )
+    def act(toggle: int | None, confirmed: int | None, ids: list[int] | None,
+            changed: int) -> tuple:
+        if not ids:
+            raise PreventUpdate
+        deleting = callback_context.triggered_id == "rules-confirm"
+        if not ctx.can("write"):
+            what = "Deleting a rule" if deleting else "Switching a rule on or off"
+            return html.Div(NEEDS_WRITE.format(what=what), className="msg-err",
+                            id="rules-denied"), no_update
+        try:
+            if deleting:
+                ctx.store.delete_alert_rule(ids[0])
+                said = f"Rule {ids[0]} deleted."
+            else:
+                rule = ctx.store.get_alert_rule(ids[0])
+                ctx.store.update_alert_rule(ids[0], {"enabled": not rule.get("enabled")})
+                said = f"Rule {ids[0]} {'disabled' if rule.get('enabled') else 'enabled'}."
+        except LookupError as exc:
+            return html.Div(str(exc), className="msg-err"), (changed or 0) + 1
+        return html.Div(said, className="msg-ok", id="rules-ok"), (changed or 0) + 1
+
+    @app.callback(
+        Output("rule-project", "options"),
+        Input("rules-new", "open"),
+    )
+    def projects(_open: bool | None) -> list[str]:
+        return ctx.store.list_projects()
+
+    @app.callback(
+        Output("rule-watches", "options"),
+        Output("rule-watches", "value"),
+        Input("rule-project", "value"),
+    )
+    def watch_options(project: str | None) -> tuple:
+        if not project:
+            return [], None
+        return _watch_options(ctx.store, project), EVERY_RUN
+
+    @app.callback(
+        Output("rule-params", "children"),
+        Output("rule-kind-help", "children"),
+        Input("rule-kind", "value"),
+    )
+    def kind_form(kind: str | None) -> tuple:
+        help_ = KIND_HELP.get(AlertKind(kind)) if kind in ALERT_KINDS else ""
+        return param_inputs(kind), help_
+
+    @app.callback(
+        Output("rule-create-msg", "children"),
+        Output("rules-changed", "data", allow_duplicate=True),
+        Input("rule-create", "n_clicks"),
+        State("rule-project", "value"),
+        State("rule-watches", "value"),
+        State("rule-kind", "value"),
+        State({"type": "rule-param", "name": ALL}, "id"),
+        State({"type": "rule-param", "name": ALL}, "value"),
+        State("rule-webhook", "value"),
+        State("rule-secret", "value"),
+        State("rules-changed", "data"),
+        prevent_initial_call=True,
+    )
+    def create(_n: int, project: str | None, watches: str | None, kind: str | None,
+               ids: list[dict[str, str]], values: list[Any], webhook: str | None,
+               secret: str | None, changed: int) -> tuple:
+        if not ctx.can("write"):
+            return html.Div(NEEDS_WRITE.format(what="Creating a rule"), className="msg-err",
+                            id="rule-create-denied"), no_update
+        settings = ctx.state.settings
+        try:
+            body = new_rule(project, watches, kind,
+                            {i["name"]: v for i, v in zip(ids, values, strict=True)},
+                            webhook, secret)
+            check_webhook(body.webhook_url, settings.webhook_allow_private)
+            kind_value = body.kind.value
+            params = validated_params(ctx.store, body.project, body.run_id, kind_value,
+                                      body.params, body.group)
+        except (ValidationError, InvalidRule) as exc:
+            return html.Div(_error(exc), className="msg-err", id="rule-create-bad"), no_update
+        rule = ctx.store.create_alert_rule(
+            body.project, kind_value, params, run_id=body.run_id, webhook_url=body.webhook_url,
+            webhook_secret=body.webhook_secret, enabled=True, group=body.group)
+        return (html.Div(f"Rule {rule['id']} created: {kind_value} ({_params_text(params)}).",
+                         className="msg-ok", id="rule-create-ok"), (changed or 0) + 1)
