@@ -101,7 +101,7 @@ def param_inputs(kind: str | None) -> list[Any]:
 def panel() -> html.Div:
     """The Rules section: a table of rules, its actions, and the New rule form."""
     kinds = [{"label": k, "value": k} for k in ALERT_KINDS]
-    return html.Div([
+    return html.Div(style={"marginTop": 24}, children=[
         html.Div(className="toolbar", children=[
             html.H3("Rules", style={"margin": 0}),
             html.Span(id="rules-count", className="meta"),
