@@ -80,6 +80,8 @@ DEFAULT_URL = "http://127.0.0.1:8765"
 # points in between (without it, SCALEWATCH_JOURNAL=0, a SIGKILL loses at most this much).
 SPOOL_INTERVAL = max(0.01, float(os.environ.get("SCALEWATCH_SPOOL_INTERVAL", "0.2") or 0.2))
 MAX_MEMORY_POINTS = 2_000_000  # only reachable if the spool disk fails
+MAX_NAME_SETS = 4096  # metric-name sets whose check log() remembers; cleared beyond this
+Point = tuple[int, float, tuple[str, ...], tuple[float, ...], float]
 MODES = ("online", "offline")
 
 _RUNS: weakref.WeakSet[Run] = weakref.WeakSet()
@@ -171,6 +173,8 @@ class Run:
             "scalewatch: dropped {count} NaN/inf metric value(s) (last: {key!r} at step {step})"
         )
         self._queries = Queries(self.url, self.token, self.timeout)
+        # Metric-name sets already checked -> their journal record format (see log()).
+        self._names: dict[tuple[str, ...], Any] = {}
         self._reset_state()
         self._start_threads()
         _RUNS.add(self)
@@ -178,9 +182,11 @@ class Run:
 
     # -- threads ---------------------------------------------------------------------------
     def _reset_state(self) -> None:
-        self._q: deque[tuple[int, float, dict[str, float], float]] = deque()
-        # Journal.append while the journal takes points; None when off, failed or finished.
-        self._jappend: Callable[[int, float, dict[str, float], float], bool] | None = None
+        # (step, compute, metric names, their values, time) of each point not yet spooled.
+        self._q: deque[Point] = deque()
+        # Journal.append_record while the journal takes points; None when off, failed or
+        # finished.
+        self._jappend: Callable[..., bool] | None = None
         self._drain_failed = False
         self._wake_writer = threading.Event()
         self._wake_sender = threading.Event()
@@ -196,7 +202,7 @@ class Run:
     def _start_threads(self) -> None:
         self._started = True
         if self._journal is not None and self._jappend is None and self._journal.open():
-            self._jappend = self._journal.append
+            self._jappend = self._journal.append_record
         tag = f"{self.project}/{self.name}"
         self._writer = threading.Thread(
             target=self._writer_loop, name=f"scalewatch-spool[{tag}]", daemon=True
@@ -254,6 +260,36 @@ class Run:
                     raise ValueError("compute is required (pass compute= or init(meter=...))")
             else:
                 compute = to_compute(compute)
+        # The fast path: the names seen before (checked then, their journal format kept) and
+        # every value a finite float.  Anything else takes `_checked`, the full checks.
+        keys = tuple(metrics)
+        values = tuple(metrics.values())
+        for v in values:
+            if type(v) is not float or v - v != 0.0:  # not a float, or NaN / +-inf
+                keys, values = self._checked(metrics, step)
+                break
+        fmt = self._names.get(keys)
+        if fmt is None:
+            fmt = self._learn_names(keys)
+        self._last_compute = compute
+        if keys:
+            t = time.time()
+            jappend = self._jappend
+            # Write-ahead: in the page cache before log() returns.
+            if jappend is not None and not jappend(fmt, step, compute, t, values):
+                self._jappend = None
+                logger.error("scalewatch: journal unavailable; points are kept in memory and "
+                             "the spool only")
+            q = self._q
+            q.append((step, compute, keys, values, t))
+            if len(q) >= BATCH_POINTS and not self._wake_writer.is_set():
+                self._wake_writer.set()
+            if not self._started:
+                self._start_threads()
+
+    def _checked(self, metrics: Mapping[str, Any], step: int
+                 ) -> tuple[tuple[str, ...], tuple[float, ...]]:
+        """Names checked, values made floats, NaN and infinities dropped (and counted)."""
         out = {}
         for k, v in metrics.items():
             if type(k) is not str or not k or len(k) > MAX_NAME_LENGTH or "\x00" in k:
@@ -264,21 +300,18 @@ class Run:
                 self._nonfinite.hit(key=k, step=step)
                 continue
             out[k] = v
-        self._last_compute = compute
-        if out:
-            t = time.time()
-            jappend = self._jappend
-            # Write-ahead: in the page cache before log() returns.
-            if jappend is not None and not jappend(step, compute, out, t):
-                self._jappend = None
-                logger.error("scalewatch: journal unavailable; points are kept in memory and "
-                             "the spool only")
-            q = self._q
-            q.append((step, compute, out, t))
-            if len(q) >= BATCH_POINTS and not self._wake_writer.is_set():
-                self._wake_writer.set()
-            if not self._started:
-                self._start_threads()
+        return tuple(out), tuple(out.values())
+
+    def _learn_names(self, keys: tuple[str, ...]) -> Any:
+        """Check a set of names not logged before and keep it, with its journal format."""
+        for k in keys:
+            if type(k) is not str or not k or len(k) > MAX_NAME_LENGTH or "\x00" in k:
+                bad_metric_name(k)
+        if len(self._names) >= MAX_NAME_SETS:
+            self._names.clear()  # names changing with every call: keep memory bounded
+        fmt = self._journal.format(keys) if self._journal is not None and keys else ()
+        self._names[keys] = fmt
+        return fmt
 
     def flush(self, timeout: float | None = 10.0) -> bool:
         """Block until everything logged so far is in the on-disk spool (not necessarily sent).
@@ -419,13 +452,14 @@ class Run:
             self._journal.rotate()
         self._drain_failed = False
         while q:
-            batch: list[tuple[int, float, dict[str, float], float]] = []
+            batch: list[Point] = []
             try:
                 while len(batch) < BATCH_POINTS:
                     batch.append(q.popleft())
             except IndexError:
                 pass
-            points = [{"step": s, "compute": c, "metrics": m, "time": t} for s, c, m, t in batch]
+            points = [{"step": s, "compute": c, "metrics": dict(zip(k, v, strict=True)),
+                       "time": t} for s, c, k, v, t in batch]
             try:
                 self.spool.write_batch(points)
                 wrote = True
