@@ -163,6 +163,32 @@ def test_log_validates_arguments(tmp_path):
         (1, 2.0, {"a": 1.0, "b": 1.0}), (2, 2.0, {"a": 2.0})]
 
 
+def test_names_checked_once_still_check_values_and_a_point_is_a_copy(tmp_path):
+    """log() remembers the metric-name sets it has checked; values are still checked on every
+    call, a bad name is refused however often it is logged, and the point logged is what the
+    dict held when log() returned (the trainer may reuse its dict)."""
+    run = sw.init("p", "n", url="http://127.0.0.1:9", mode="offline", home=tmp_path)
+    metrics = {"a": 0.5, "b": 0.25}
+    run.log(metrics, step=1, compute=1.0)
+    metrics["a"] = 0.75  # the same dict, reused for the next step
+    run.log(metrics, step=2, compute=2.0)
+    metrics["a"] = 9.0  # changed after the last log(): not what step 2 logged
+    with pytest.raises(TypeError):
+        run.log({"a": "x", "b": 0.1}, step=3, compute=3.0)  # names known, value bad
+    for _ in range(2):
+        with pytest.raises(ValueError):
+            run.log({"a": 0.1, "": 0.1}, step=3, compute=3.0)
+        with pytest.raises(TypeError):
+            run.log({"a": 0.1, 7: 0.1}, step=3, compute=3.0)
+    run.log({"a": float("nan"), "b": 0.5}, step=4, compute=4.0)  # known names, NaN dropped
+    run.log({"b": 0.5, "a": 1}, step=5, compute=5.0)  # another order, an int value
+    run.finish()
+    pts = [p for f in run.spool.batches() for p in Spool.read_batch(f)]
+    assert [(p["step"], p["metrics"]) for p in pts] == [
+        (1, {"a": 0.5, "b": 0.25}), (2, {"a": 0.75, "b": 0.25}), (4, {"b": 0.5}),
+        (5, {"b": 0.5, "a": 1.0})]
+
+
 def test_nan_dropped_with_one_rate_limited_warning(tmp_path, caplog):
     run = sw.init("p", "n", mode="offline", home=tmp_path)
     with caplog.at_level(logging.WARNING, logger="scalewatch"):
