@@ -2,30 +2,31 @@
 
 It shows every alert rule (what it watches, its kind and parameters, where it posts) and,
 with a write token, enables, disables or deletes the one selected and creates new ones.  A
-new rule is checked exactly as ``POST /api/v1/alert-rules`` checks it: the API's request
-model for its fields and limits, then ``services/alert_rules.py`` for how they fit together.
+new rule is checked as ``POST /api/v1/alert-rules`` checks it, by the same functions
+(``server/alerts/checks.py``): its free-text fields, then how kind, parameters and what it
+watches fit together, then where its webhook points.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from dash import ALL, Dash, Input, Output, State, callback_context, dcc, html, no_update
 from dash.exceptions import PreventUpdate
-from pydantic import ValidationError
 
 from scalewatch.dashboard.components import DashContext, column, empty_state, table
 from scalewatch.dashboard.data import group_link, md_text
 from scalewatch.dashboard.figures import plural
-from scalewatch.server.alerts.kinds import ALERT_KINDS, AlertKind
-from scalewatch.server.alerts.rules import KIND_HELP, PARAMS
-from scalewatch.server.api.schemas import RuleCreate
-from scalewatch.server.scopes import webhook_host_only
-from scalewatch.server.services.alert_rules import (
+from scalewatch.server.alerts.checks import (
     InvalidRule,
+    check_fields,
     check_webhook,
     validated_params,
 )
+from scalewatch.server.alerts.kinds import ALERT_KINDS, AlertKind
+from scalewatch.server.alerts.rules import KIND_HELP, PARAMS
+from scalewatch.server.scopes import webhook_host_only
 from scalewatch.server.store.base import RunQuery, Store
 
 COLUMNS = [
@@ -161,30 +162,45 @@ def _watch_options(store: Store, project: str) -> list[dict[str, str]]:
             + [{"label": f"run {r['name']}", "value": f"run:{r['id']}"} for r in runs])
 
 
-def new_rule(project: str | None, watches: str | None, kind: str | None,
-             values: dict[str, Any], webhook: str | None, secret: str | None) -> RuleCreate:
-    """The form's fields as the API's request model (raises ValidationError, InvalidRule)."""
+@dataclass(frozen=True)
+class NewRule:
+    """The form's rule, checked: what ``Store.create_alert_rule`` takes."""
+
+    project: str
+    kind: str
+    params: dict[str, Any]
+    run_id: int | None
+    group: str | None
+    webhook_url: str | None
+    webhook_secret: str | None
+
+
+def new_rule(store: Store, project: str | None, watches: str | None, kind: str | None,
+             values: dict[str, Any], webhook: str | None, secret: str | None,
+             allow_private: bool) -> NewRule:
+    """The form's fields as a rule, checked as the API checks one (raises InvalidRule)."""
+    for field, value in (("project", project), ("watches", watches), ("kind", kind),
+                         ("webhook_url", webhook), ("webhook_secret", secret)):
+        if value is not None and not isinstance(value, str):  # a hand-made callback request
+            raise InvalidRule(field, f"must be text, got {type(value).__name__}")
     if not project:
         raise InvalidRule("project", "pick a project")
+    if kind not in ALERT_KINDS:
+        raise InvalidRule("kind", f"pick a kind: {', '.join(ALERT_KINDS)}")
     run_id, group = None, None
     if watches and watches.startswith("run:"):
-        run_id = int(watches[4:])
+        try:
+            run_id = int(watches[4:])
+        except ValueError:
+            raise InvalidRule("run_id", f"not a run: {watches[4:]!r}") from None
     elif watches and watches.startswith("group:"):
         group = watches[6:]
-    params = {k: v for k, v in values.items() if v is not None}
-    return RuleCreate.model_validate({
-        "project": project, "run_id": run_id, "group": group, "kind": kind, "params": params,
-        "webhook_url": webhook or None, "webhook_secret": secret or None,
-    })
-
-
-def _error(exc: Exception) -> str:
-    if isinstance(exc, ValidationError):
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first.get("loc", ()))
-        return f"{where}: {first.get('msg')}" if where else str(first.get("msg"))
-    field = getattr(exc, "field", "")
-    return f"{field}: {exc}" if field else str(exc)
+    webhook, secret = webhook or None, secret or None
+    check_fields(project, group, webhook, secret)
+    params = validated_params(store, project, run_id, kind,
+                              {k: v for k, v in values.items() if v is not None}, group)
+    check_webhook(webhook, allow_private)
+    return NewRule(project, kind, params, run_id, group, webhook, secret)
 
 
 def register_callbacks(app: Dash, ctx: DashContext) -> None:
@@ -299,19 +315,17 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
         if not ctx.can("write"):
             return html.Div(NEEDS_WRITE.format(what="Creating a rule"), className="msg-err",
                             id="rule-create-denied"), no_update
-        settings = ctx.state.settings
         try:
-            body = new_rule(project, watches, kind,
+            rule = new_rule(ctx.store, project, watches, kind,
                             {i["name"]: v for i, v in zip(ids, values, strict=True)},
-                            webhook, secret)
-            check_webhook(body.webhook_url, settings.webhook_allow_private)
-            kind_value = body.kind.value
-            params = validated_params(ctx.store, body.project, body.run_id, kind_value,
-                                      body.params, body.group)
-        except (ValidationError, InvalidRule) as exc:
-            return html.Div(_error(exc), className="msg-err", id="rule-create-bad"), no_update
-        rule = ctx.store.create_alert_rule(
-            body.project, kind_value, params, run_id=body.run_id, webhook_url=body.webhook_url,
-            webhook_secret=body.webhook_secret, enabled=True, group=body.group)
-        return (html.Div(f"Rule {rule['id']} created: {kind_value} ({_params_text(params)}).",
+                            webhook, secret, ctx.state.settings.webhook_allow_private)
+        except InvalidRule as exc:
+            return (html.Div(f"{exc.field}: {exc}", className="msg-err", id="rule-create-bad"),
+                    no_update)
+        created = ctx.store.create_alert_rule(
+            rule.project, rule.kind, rule.params, run_id=rule.run_id,
+            webhook_url=rule.webhook_url, webhook_secret=rule.webhook_secret, enabled=True,
+            group=rule.group)
+        return (html.Div(f"Rule {created['id']} created: {rule.kind} "
+                         f"({_params_text(rule.params)}).",
                          className="msg-ok", id="rule-create-ok"), (changed or 0) + 1)

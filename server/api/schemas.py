@@ -9,6 +9,7 @@ from fastapi import Path
 from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, field_validator, model_validator
 
 from scalewatch.server import limits
+from scalewatch.server.alerts.checks import MAX_SECRET, MAX_URL, url_problem
 from scalewatch.server.alerts.kinds import AlertKind
 from scalewatch.server.alerts.rules import KIND_HELP
 from scalewatch.server.fitting.b_prior import check_b_prior
@@ -529,8 +530,6 @@ class GroupFitHistory(BaseModel):
 
 # ---- alerts ------------------------------------------------------------------------------------
 
-MAX_URL = 2000
-MAX_SECRET = 500
 PARAMS_HELP = "Parameters of the kind (defaults filled in): " + "; ".join(
     f"**{k.value}**: {v}" for k, v in KIND_HELP.items()
 )
@@ -546,9 +545,9 @@ def _no_nul(v: str | None) -> str | None:
 
 
 def _check_url(v: str | None) -> str | None:
-    _no_nul(v)
-    if v is not None and not v.lower().startswith(("http://", "https://")):
-        raise ValueError("webhook_url must be an http:// or https:// URL")
+    problem = None if v is None else url_problem(v)  # the same check as the dashboard's form
+    if problem:
+        raise ValueError(problem)
     return v
 
 

@@ -4,10 +4,10 @@ checked as the API checks a rule."""
 from __future__ import annotations
 
 import pytest
-from pydantic import ValidationError
 
 from scalewatch.dashboard.alert_rules import new_rule, param_inputs, rule_rows
-from scalewatch.server.services.alert_rules import InvalidRule
+from scalewatch.server.alerts.checks import InvalidRule
+from scalewatch.server.store.base import NotFound
 
 SLACK = "https://hooks.slack.com/services/T0/B0/secret-part"
 RULES = [
@@ -51,14 +51,52 @@ def test_the_form_shows_one_box_per_parameter_with_its_default() -> None:
     assert param_inputs(None) == [] and param_inputs("nonsense") == []
 
 
-def test_the_form_becomes_the_apis_request_or_says_what_is_wrong() -> None:
-    body = new_rule("p", "run:12", "asymptote_drop", {"delta": None}, "", None)
-    assert (body.project, body.run_id, body.group, body.params) == ("p", 12, None, {})
-    body = new_rule("p", "group:8gen", "seed_off_curve", {}, None, None)
-    assert (body.run_id, body.group) == (None, "8gen")
-    body = new_rule("p", "every", "stalled", {"minutes": 30}, "https://example.com/h", "s")
-    assert (body.run_id, body.group, body.params) == (None, None, {"minutes": 30})
-    with pytest.raises(InvalidRule, match="pick a project"):
-        new_rule(None, "every", "stalled", {}, None, None)
-    with pytest.raises(ValidationError, match="webhook_url"):
-        new_rule("p", "every", "stalled", {"minutes": 30}, "ftp://example.com/h", None)
+class _Store:
+    """The two reads a rule check makes: runs 12 (project p) and 13 (project q)."""
+
+    def get_run(self, run_id: int) -> dict:
+        if run_id not in (12, 13):
+            raise NotFound(f"run {run_id} not found")
+        return {"id": run_id, "project": "p" if run_id == 12 else "q"}
+
+
+def test_the_form_becomes_a_rule_checked_as_the_api_checks_one() -> None:
+    store = _Store()
+    rule = new_rule(store, "p", "run:12", "asymptote_drop", {"delta": None}, "", None, False)
+    assert (rule.project, rule.run_id, rule.group, rule.params) == ("p", 12, None, {"delta": 0.02})
+    rule = new_rule(store, "p", "group:8gen", "seed_off_curve", {}, None, None, False)
+    assert (rule.run_id, rule.group) == (None, "8gen")
+    rule = new_rule(store, "p", "every", "stalled", {"minutes": 30}, "https://8.8.8.8/h", "s",
+                    False)
+    assert (rule.run_id, rule.params, rule.webhook_url) == (None, {"minutes": 30.0},
+                                                             "https://8.8.8.8/h")
+    bad = [
+        ((None, "every", "stalled", {"minutes": 1}, None, None), "project", "pick a project"),
+        (("p", "every", "stalled", {}, None, None), "params", "needs parameter 'minutes'"),
+        (("p", "run:13", "stalled", {"minutes": 1}, None, None), "run_id", "belongs to project"),
+        (("p", "every", "seed_off_curve", {}, None, None), "group", "give its group"),
+        (("p", "every", "stalled", {"minutes": 1}, "ftp://x.org/h", None), "webhook_url",
+         "http:// or https://"),
+        (("p", "every", "stalled", {"minutes": 1}, "https://x.org/\x00", None), "webhook_url",
+         "NUL"),
+        (("p", "every", "stalled", {"minutes": 1}, "https://127.0.0.1/h", None), "webhook_url",
+         "loopback"),
+        (("p", "every", "stalled", {"minutes": 1}, None, "s" * 501), "webhook_secret",
+         "1 to 500"),
+        (("p\udfff", "every", "stalled", {"minutes": 1}, None, None), "project", "UTF-8"),
+        ((["p"], "every", "stalled", {"minutes": 1}, None, None), "project", "must be text"),
+        (("p", "run:x", "stalled", {"minutes": 1}, None, None), "run_id", "not a run"),
+        (("p", "every", "stalled", {"minutes": [1]}, None, None), "params", "a number"),
+    ]
+    for args, field, says in bad:
+        with pytest.raises(InvalidRule, match=says) as exc:
+            new_rule(store, *args, False)
+        assert exc.value.field == field, args
+
+
+def test_the_api_refuses_what_the_form_refuses(api) -> None:  # noqa: ANN001
+    """One check behind both: the API's 422 says what the form says."""
+    for url, says in (("ftp://x.org/h", "http:// or https://"), ("https://x.org/\x00", "NUL")):
+        r = api.post("/api/v1/alert-rules", json={"project": "p", "kind": "stalled",
+                                                  "params": {"minutes": 1}, "webhook_url": url})
+        assert r.status_code == 422 and says in r.text, r.text

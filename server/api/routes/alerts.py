@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, HTTPException, Query, Response
 
 from scalewatch.server import limits
+from scalewatch.server.alerts.checks import InvalidRule, check_webhook, validated_params
 from scalewatch.server.alerts.kinds import AlertKind
 from scalewatch.server.api.deps import AUTH_RESPONSES, READ, WRITE, SettingsDep, StoreDep
 from scalewatch.server.api.schemas import (
@@ -23,7 +24,6 @@ from scalewatch.server.api.schemas import (
 )
 from scalewatch.server.config import Settings
 from scalewatch.server.scopes import redact_delivery, webhook_host_only
-from scalewatch.server.services.alert_rules import InvalidRule, check_webhook, validated_params
 from scalewatch.server.store import Store
 
 router = APIRouter(prefix="/api/v1", tags=["alerts"], responses=AUTH_RESPONSES)

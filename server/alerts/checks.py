@@ -1,8 +1,9 @@
 """What makes an alert rule valid, checked in one place for every way one is written.
 
-The REST API (``POST``/``PATCH /alert-rules``) and the Alerts page's "New rule" form both
-call these, so a rule the dashboard accepts is exactly one the API would have accepted; each
-maps ``InvalidRule`` to its own error (a 422 naming the field, a message under the form).
+The REST API (``POST``/``PATCH /alert-rules``, whose request model calls ``text_problem`` and
+``url_problem`` for its free-text fields) and the Alerts page's "New rule" form both call
+these, so a rule the dashboard accepts is exactly one the API would have accepted; each maps
+``InvalidRule`` to its own error (a 422 naming the field, a message under the form).
 """
 
 from __future__ import annotations
@@ -12,7 +13,11 @@ from typing import Any
 from scalewatch.server.alerts.kinds import GROUP_KINDS, GROUP_ONLY_KINDS, AlertKind
 from scalewatch.server.alerts.rules import RuleError, normalize_params
 from scalewatch.server.alerts.targets import UnsafeTarget, check_url
-from scalewatch.server.store import NotFound, Store
+from scalewatch.server.limits import MAX_GROUP_LENGTH, MAX_NAME_LENGTH
+from scalewatch.server.store.base import NotFound, Store
+
+MAX_URL = 2000
+MAX_SECRET = 500
 
 
 class InvalidRule(ValueError):
@@ -21,6 +26,46 @@ class InvalidRule(ValueError):
     def __init__(self, field: str, message: str) -> None:
         super().__init__(message)
         self.field = field
+
+
+def text_problem(value: str) -> str | None:
+    """Why a piece of text cannot be stored, or None: NUL (PostgreSQL text cannot hold it) or
+    a lone surrogate (it would make every later response that shows it fail as UTF-8)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return "must be valid UTF-8 text (no lone surrogates)"
+    return "must not contain NUL characters" if "\x00" in value else None
+
+
+def url_problem(url: str) -> str | None:
+    """Why ``url`` cannot be a webhook URL, or None (where it points is ``check_webhook``'s)."""
+    if len(url) > MAX_URL:
+        return f"webhook_url is longer than {MAX_URL} characters"
+    problem = text_problem(url)
+    if problem is None and not url.lower().startswith(("http://", "https://")):
+        problem = "webhook_url must be an http:// or https:// URL"
+    return problem
+
+
+def check_fields(project: str, group: str | None, webhook_url: str | None,
+                 webhook_secret: str | None) -> None:
+    """The free-text fields of a rule that the API's request model checks (``RuleCreate``),
+    for a caller without that model (the dashboard's form)."""
+    for field, value, most in (("project", project, MAX_NAME_LENGTH),
+                               ("group", group, MAX_GROUP_LENGTH),
+                               ("webhook_secret", webhook_secret, MAX_SECRET)):
+        if value is None:
+            continue
+        if not 1 <= len(value) <= most:
+            raise InvalidRule(field, f"must have 1 to {most} characters")
+        problem = text_problem(value)
+        if problem:
+            raise InvalidRule(field, problem)
+    if webhook_url is not None:
+        problem = url_problem(webhook_url)
+        if problem:
+            raise InvalidRule("webhook_url", problem)
 
 
 def check_webhook(url: str | None, allow_private: bool) -> None:
