@@ -222,6 +222,11 @@ def run_figure(
     return fig
 
 
+def _hollow(symbol: str, entry: dict[str, Any]) -> str:
+    """A marker drawn hollow when its fit was made afterwards (``backfilled``)."""
+    return f"{symbol}-open" if entry.get("backfilled") else symbol
+
+
 def history_figure(history: list[dict[str, Any]], *, color: str, unit: str) -> go.Figure:
     """How the A estimate (with its 95% interval) moved as compute grew."""
     title = "A estimate as compute grew"
@@ -236,18 +241,26 @@ def history_figure(history: list[dict[str, Any]], *, color: str, unit: str) -> g
     if not ok and not lb and not broke:  # fits so far say nothing about A (too few points)
         return empty_figure("no estimate of A yet", title)
     fig = go.Figure()
-    if ok:
-        err_hi = [(h["A_ci"][1] - h["A"]) if h.get("A_ci") else 0 for h in ok]
-        err_lo = [(h["A"] - h["A_ci"][0]) if h.get("A_ci") else 0 for h in ok]
+    # Fits made after the fact (the points arrived at once: refit/backfill.py) are drawn
+    # hollow: what scalewatch would have said, not what it said at the time.
+    live = [h for h in ok if not h.get("backfilled")]
+    after = [h for h in ok if h.get("backfilled")]
+    for rows_, name, dash, symbol in ((after, "A, fitted afterwards (95%)", "dot", "circle-open"),
+                                      (live, "A (95% interval)", "solid", "circle")):
+        if not rows_:
+            continue
+        err_hi = [(h["A_ci"][1] - h["A"]) if h.get("A_ci") else 0 for h in rows_]
+        err_lo = [(h["A"] - h["A_ci"][0]) if h.get("A_ci") else 0 for h in rows_]
         fig.add_trace(
             go.Scatter(
-                x=[h["max_compute"] for h in ok],
-                y=[h["A"] for h in ok],
+                x=[h["max_compute"] for h in rows_],
+                y=[h["A"] for h in rows_],
                 mode="lines+markers",
-                line={"color": color},
+                line={"color": color, "dash": dash},
+                marker={"symbol": symbol, "size": 7},
                 error_y={"type": "data", "array": err_hi, "arrayminus": err_lo, "thickness": 1},
-                name="A (95% interval)",
-                meta="A",
+                name=name,
+                meta="A_backfilled" if rows_ is after else "A",
             )
         )
     if lb:
@@ -256,7 +269,8 @@ def history_figure(history: list[dict[str, Any]], *, color: str, unit: str) -> g
                 x=[h["max_compute"] for h in lb],
                 y=[h["A_lower_bound"] for h in lb],
                 mode="markers",
-                marker={"symbol": "triangle-up", "color": GREY, "size": 9},
+                marker={"symbol": [_hollow("triangle-up", h) for h in lb], "color": GREY,
+                        "size": 9},
                 name="A ≥ (not identified)",
                 meta="A_lower_bound",
             )
@@ -267,7 +281,8 @@ def history_figure(history: list[dict[str, Any]], *, color: str, unit: str) -> g
                 x=[h["max_compute"] for h in broke],
                 y=[h["break"]["ceiling_upper"] for h in broke],
                 mode="markers",
-                marker={"symbol": "triangle-down", "color": BROKE_RED, "size": 9},
+                marker={"symbol": [_hollow("triangle-down", h) for h in broke],
+                        "color": BROKE_RED, "size": 9},
                 name="A ≤ (broke)",
                 meta="ceiling_upper",
                 customdata=[[h["break"].get("drop") or 0.0] for h in broke],
@@ -277,8 +292,9 @@ def history_figure(history: list[dict[str, Any]], *, color: str, unit: str) -> g
         )
     base_layout(fig, title, f"compute fitted ({unit}, log scale)", "A", log_x=True)
     # The legend says what a marker means even when one kind is drawn (plotly hides a lone
-    # trace's legend): a grey triangle alone is otherwise an unexplained shape.
-    fig.update_layout(showlegend=True)
+    # trace's legend): a grey triangle alone is otherwise an unexplained shape.  In a half-
+    # width panel three entries fill the row above the plot: the title gets its own.
+    fig.update_layout(showlegend=True, margin={"t": 90})
     xs = [h["max_compute"] for h in rows]
     x_lo, x_hi = min(xs), max(xs)
     if x_hi < 1.5 * x_lo:  # one fit so far (or a few close together): plotly would span

@@ -449,6 +449,10 @@ class FitHistoryEntry(BaseModel):
     B: float | None
     C_mid: float | None
     predicted_at_target: float | None
+    backfilled: bool = Field(
+        False, description="fitted after the fact on the points up to max_compute, because "
+        "they arrived at once (an import, a spool synced after an outage): the history a live "
+        "run would have had")
     break_: dict[str, Any] | None = Field(
         None, alias="break",
         description="the fit's break (compute, step, drop, ceiling_upper, regime) or null: a "

@@ -21,6 +21,7 @@ import numpy as np
 from scalewatch.server.background import PollingWorker, worker_identity
 from scalewatch.server.fitting import FitOptions, FitResult, fit_curve
 from scalewatch.server.fitting.hindcast import hindcast_of
+from scalewatch.server.refit.backfill import prefix_lengths
 from scalewatch.server.refit.groups import GroupFitListener, GroupRefits
 from scalewatch.server.services.fits import fit_options_for, fit_record, prior_source
 from scalewatch.server.store.base import DirtySeries, FitStore, GroupStore
@@ -95,6 +96,41 @@ class Refitter(PollingWorker):
             return None
         return None if h is None else h.as_list()
 
+    @staticmethod
+    def _backfill(
+        item: DirtySeries,
+        previous: FitRecord | None,
+        warm: FitResult | None,
+        series: tuple[list[float], list[float], list[int]],
+        options: FitOptions,
+        context: dict[str, Any],
+        metric: str,
+    ) -> tuple[list[FitRecord], FitResult | None]:
+        """The fits of the history that points arriving at once skipped (``backfill.py``),
+        oldest first, and the warm start for the fit after them."""
+        if options.fit_until is not None:  # a held-out window: its fits never see the rest
+            return [], warm
+        fitted_until = ((previous or {}).get("fit_range") or [None, None])[1]
+        compute, values, steps = (np.asarray(a) for a in series)
+        earlier: list[FitRecord] = []
+        for m in prefix_lengths(compute, fitted_until):
+            t0 = time.perf_counter()
+            try:
+                result = fit_curve(compute[:m], values[:m], options, previous=warm,
+                                   steps=steps[:m])
+            except Exception:  # noqa: BLE001 - a missing history must not cost the fit
+                log.exception("backfill of run %s metric %s failed", item.run_id, item.metric)
+                break
+            if result.status == "insufficient_data":
+                continue
+            warm = result
+            record = prior_source(
+                fit_record(result, metric=metric, fit_seconds=round(time.perf_counter() - t0, 4)),
+                context, options)
+            record["backfilled"] = True
+            earlier.append(record)
+        return earlier, warm
+
     def _refit(self, item: DirtySeries) -> None:
         try:
             context = self.store.fit_context(item.run_id)
@@ -114,6 +150,8 @@ class Refitter(PollingWorker):
                 warm = FitResult.from_dict(previous)
             except (KeyError, TypeError, ValueError):
                 warm = None
+        earlier, warm = self._backfill(item, previous, warm, (compute, values, steps),
+                                       options, context, metric)
         t0 = time.perf_counter()
         ok = True
         try:
@@ -143,7 +181,7 @@ class Refitter(PollingWorker):
                 self._hindcast(item, compute, values, options) if ok else None)
         fit_id = self.store.finish_refit(
             item.series_id, self.owner, max(requested, item.requested), stored,
-            options.intervals and ok,
+            options.intervals and ok, earlier=earlier,
         )
         if self.metrics is not None:
             self.metrics.fit_done(ok)

@@ -12,7 +12,7 @@ rows outside a transaction and the web layer stays independent of SQLAlchemy.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
@@ -144,6 +144,7 @@ class FitStore(Protocol):
         requested: int,
         result: FitRecord | None,
         has_intervals: bool,
+        earlier: Sequence[FitRecord] = (),
     ) -> int | None: ...
     def request_fit(self, run_id: int, metric: str, force: bool = False) -> bool: ...
     def latest_fits(

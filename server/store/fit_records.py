@@ -52,6 +52,9 @@ class PublicFit(_BreakKey, total=False):
     fit_id: int | None  # None: not stored (pending, or a metric without points)
     fitted_at: str | None  # ISO time the fit was stored
     fit_seconds: float
+    # Fitted after the fact on the points up to its compute, because they arrived at once
+    # (an import, a spool synced late): ``server/refit/backfill.py``.  Absent on live fits.
+    backfilled: bool
 
 
 class FitRecord(PublicFit, total=False):
@@ -76,6 +79,7 @@ class FitHistoryEntry(_BreakKey, TypedDict):
     B: float | None
     C_mid: float | None
     predicted_at_target: float | None
+    backfilled: bool
 
 
 # What a history row keeps of a fit's break: where it started, how far the run fell and the
@@ -101,6 +105,7 @@ def history_entry(row: Any) -> FitHistoryEntry:
         "B": res.get("B"),
         "C_mid": res.get("C_mid"),
         "predicted_at_target": res.get("predicted_at_target"),
+        "backfilled": bool(res.get("backfilled")),
         "break": {k: brk.get(k) for k in BREAK_HISTORY_KEYS} if brk else None,
     }
 

@@ -3,6 +3,7 @@ fit reads alert evaluation needs."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -71,10 +72,20 @@ class FitsMixin(SqlBase):
         requested: int,
         result: FitRecord | None,
         has_intervals: bool,
+        earlier: Sequence[FitRecord] = (),
     ) -> int | None:
-        """Store a fit (if any) and mark the series fitted up to `requested`; drop the lease."""
+        """Store a fit (if any) and mark the series fitted up to `requested`; drop the lease.
+        `earlier`: backfilled fits (``refit/backfill.py``), stored first, oldest first, so the
+        history's order is the order of the compute they saw."""
         with self.session() as s:
             fit_id = None
+            for past in earlier:
+                row = Fit(series_id=series_id, created_at=utcnow(),
+                          **fit_columns(past, has_intervals))
+                s.add(row)
+                s.flush()
+                row.result = {**past, "fit_id": row.id, "fitted_at": iso(row.created_at)}
+                row.summary = fit_summary(row.result)
             if result is not None:
                 fit = Fit(series_id=series_id, created_at=utcnow(),
                           **fit_columns(result, has_intervals))

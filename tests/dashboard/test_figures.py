@@ -204,7 +204,7 @@ def test_history_marks_the_ceiling_of_a_broken_run() -> None:
     assert set(_metas(fig)) == {"A", "ceiling_upper"}
     broke = fig.data[_metas(fig).index("ceiling_upper")]
     assert list(broke.x) == [6000.0] and list(broke.y) == [0.52]
-    assert broke.marker.symbol == "triangle-down"
+    assert list(broke.marker.symbol) == ["triangle-down"]
     lo, hi = fig.layout.yaxis.range
     assert lo < 0.52 and hi > 0.63
     # Only broken fits: still a chart, not "no estimate of A yet".
@@ -212,6 +212,24 @@ def test_history_marks_the_ceiling_of_a_broken_run() -> None:
     assert _metas(only) == ["ceiling_upper"]
     # and its one kind of marker is named in a legend (plotly hides a lone trace's).
     assert only.layout.showlegend is True and only.data[0].name == "A ≤ (broke)"
+
+
+def test_history_draws_fits_made_afterwards_hollow() -> None:
+    # Points that arrived at once get the history a live run would have had, fitted after the
+    # fact (refit/backfill.py): drawn apart from what scalewatch said at the time.
+    hist = [
+        {"max_compute": 1000.0, "A": None, "A_lower_bound": 0.5, "backfilled": True},
+        {"max_compute": 2000.0, "A": 0.61, "A_ci": [0.57, 0.66], "backfilled": True},
+        {"max_compute": 3000.0, "A": 0.60, "A_ci": [0.58, 0.63], "backfilled": True},
+        {"max_compute": 4000.0, "A": 0.60, "A_ci": [0.59, 0.62], "backfilled": False},
+    ]
+    fig = F.history_figure(hist, color="#123456", unit="GPU-hours")
+    assert _metas(fig) == ["A_backfilled", "A", "A_lower_bound"]
+    after, live, lb = fig.data
+    assert list(after.x) == [2000.0, 3000.0] and after.marker.symbol == "circle-open"
+    assert list(live.x) == [4000.0] and live.marker.symbol == "circle"
+    assert list(lb.marker.symbol) == ["triangle-up-open"]
+    assert "afterwards" in after.name
 
 
 def test_early_runs_get_sensible_axes_and_every_run_a_label() -> None:
