@@ -1,9 +1,10 @@
 """What makes an alert rule valid, checked in one place for every way one is written.
 
-The REST API (``POST``/``PATCH /alert-rules``, whose request model calls ``text_problem`` and
-``url_problem`` for its free-text fields) and the Alerts page's "New rule" form both call
-these, so a rule the dashboard accepts is exactly one the API would have accepted; each maps
-``InvalidRule`` to its own error (a 422 naming the field, a message under the form).
+The REST API (``POST``/``PATCH /alert-rules``; its request model checks the webhook URL with
+``url_problem``, its other text fields with validators of the same rules) and the Alerts page's
+"New rule" form (``check_fields`` for the text fields) both call these, so a rule the
+dashboard accepts is one the API would have accepted; each maps ``InvalidRule`` to its own
+error (a 422 naming the field, a message under the form).
 """
 
 from __future__ import annotations
