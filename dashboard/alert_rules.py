@@ -15,8 +15,14 @@ from typing import Any
 from dash import ALL, Dash, Input, Output, State, callback_context, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
-from scalewatch.dashboard.components import DashContext, column, empty_state, table
-from scalewatch.dashboard.data import group_link, md_text
+from scalewatch.dashboard.components import (
+    DashContext,
+    column,
+    empty_state,
+    table,
+    write_denied,
+)
+from scalewatch.dashboard.data import group_link, md_text, utc_text
 from scalewatch.dashboard.figures import plural
 from scalewatch.server.alerts.checks import (
     InvalidRule,
@@ -40,8 +46,6 @@ COLUMNS = [
 ]
 EVERY_RUN = "every"  # the "watches" choice of a project-wide rule
 MAX_RUN_CHOICES = 500
-NEEDS_WRITE = ("{what} needs a token with write scope; this session's token is read-only. "
-               "Sign out and sign in with a write token.")
 
 
 def _watches(rule: dict[str, Any], run_names: dict[int, str]) -> str:
@@ -75,7 +79,7 @@ def rule_rows(rules: list[dict[str, Any]], run_names: dict[int, str], scope: str
             "kind": r.get("kind"),
             "params": _params_text(r.get("params")),
             "webhook": (shown or "—") + (" (signed)" if url and r.get("has_secret") else ""),
-            "created_at": (r.get("created_at") or "")[:19].replace("T", " "),
+            "created_at": utc_text(r.get("created_at")),
         })
     return rows
 
@@ -255,8 +259,7 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
         deleting = callback_context.triggered_id == "rules-confirm"
         if not ctx.can("write"):
             what = "Deleting a rule" if deleting else "Switching a rule on or off"
-            return html.Div(NEEDS_WRITE.format(what=what), className="msg-err",
-                            id="rules-denied"), no_update
+            return write_denied(what, "rules-denied"), no_update
         try:
             if deleting:
                 ctx.store.delete_alert_rule(ids[0])
@@ -313,8 +316,7 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
                ids: list[dict[str, str]], values: list[Any], webhook: str | None,
                secret: str | None, changed: int) -> tuple:
         if not ctx.can("write"):
-            return html.Div(NEEDS_WRITE.format(what="Creating a rule"), className="msg-err",
-                            id="rule-create-denied"), no_update
+            return write_denied("Creating a rule", "rule-create-denied"), no_update
         try:
             rule = new_rule(ctx.store, project, watches, kind,
                             {i["name"]: v for i, v in zip(ids, values, strict=True)},

@@ -114,6 +114,14 @@ def to_csv(header: Sequence[str], rows: Iterable[Sequence[Any]], comment: str = 
     return buf.getvalue()
 
 
+def write_denied(what: str, id_: str) -> html.Div:
+    """The message for an action a read-only session may not take ("Acknowledging", ...)."""
+    return html.Div(
+        f"{what} needs a token with write scope; this session's token is read-only. Sign out "
+        "and sign in with a write token.", className="msg-err", id=id_,
+    )
+
+
 def empty_state(text: str, id_: str | None = None) -> html.Div:
     kwargs = {"id": id_} if id_ else {}
     return html.Div(text, className="empty", **kwargs)

@@ -29,6 +29,11 @@ def _round(v: float | None, digits: int = 4) -> float | None:
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!<>|~])")
 
 
+def utc_text(value: str | None) -> str:
+    """A stored ISO time as the tables show it: "2026-12-02 07:25:11" (UTC, to the second)."""
+    return (value or "")[:19].replace("T", " ")
+
+
 def md_text(value: Any) -> str:
     """User text (a run name) placed inside table markdown: every markdown character escaped,
     so a name cannot become an image, a link or markup."""
@@ -369,8 +374,8 @@ def alerts_table(
             "kind": a.get("kind"),
             "state": a.get("state"),
             "message": a.get("message"),
-            "created_at": (a.get("created_at") or "")[:19].replace("T", " "),
-            "acknowledged_at": (a.get("acknowledged_at") or "")[:19].replace("T", " "),
+            "created_at": utc_text(a.get("created_at")),
+            "acknowledged_at": utc_text(a.get("acknowledged_at")),
         }
         for a in alerts
     ]
@@ -394,7 +399,7 @@ def deliveries(store: Store, alert_id: int, scope: str) -> list[dict[str, Any]]:
                 {
                     **base,
                     "attempt": a.get("attempt"),
-                    "at": (a.get("at") or d.get("created_at") or "")[:19].replace("T", " "),
+                    "at": utc_text(a.get("at") or d.get("created_at")),
                     "status_code": a.get("status_code"),
                     "ok": {True: "yes", False: "no"}.get(a.get("ok"), ""),
                     "error": a.get("error") or ("" if a else d.get("last_error") or ""),

@@ -305,8 +305,7 @@ class Run:
     def _learn_names(self, keys: tuple[str, ...]) -> Any:
         """Check a set of names not logged before and keep it, with its journal format."""
         for k in keys:
-            if type(k) is not str or not k or len(k) > MAX_NAME_LENGTH or "\x00" in k:
-                bad_metric_name(k)
+            bad_metric_name(k)  # not the hot path: the whole check, no inline one first
         if len(self._names) >= MAX_NAME_SETS:
             self._names.clear()  # names changing with every call: keep memory bounded
         fmt = self._journal.format(keys) if self._journal is not None and keys else ()

@@ -90,7 +90,8 @@ def check_tags(tags: Any) -> list[str]:
 
 
 def bad_metric_name(k: Any) -> None:
-    """Raise the error for a metric name ``log()``'s inline check refused."""
+    """Raise the error for ``k`` if it is no valid metric name (``log()`` calls it only when
+    its own inline check fails; a new set of names is checked with it directly)."""
     if not isinstance(k, str):
         raise TypeError(f"metric names must be strings, got {type(k).__name__}")
     if not k or len(k) > MAX_NAME_LENGTH or "\x00" in k:

@@ -245,8 +245,9 @@ def history_figure(history: list[dict[str, Any]], *, color: str, unit: str) -> g
     # hollow: what scalewatch would have said, not what it said at the time.
     live = [h for h in ok if not h.get("backfilled")]
     after = [h for h in ok if h.get("backfilled")]
-    for rows_, name, dash, symbol in ((after, "A, fitted afterwards (95%)", "dot", "circle-open"),
-                                      (live, "A (95% interval)", "solid", "circle")):
+    for rows_, name, dash, symbol, meta in (
+            (after, "A, fitted afterwards (95%)", "dot", "circle-open", "A_backfilled"),
+            (live, "A (95% interval)", "solid", "circle", "A")):
         if not rows_:
             continue
         err_hi = [(h["A_ci"][1] - h["A"]) if h.get("A_ci") else 0 for h in rows_]
@@ -260,7 +261,7 @@ def history_figure(history: list[dict[str, Any]], *, color: str, unit: str) -> g
                 marker={"symbol": symbol, "size": 7},
                 error_y={"type": "data", "array": err_hi, "arrayminus": err_lo, "thickness": 1},
                 name=name,
-                meta="A_backfilled" if rows_ is after else "A",
+                meta=meta,
             )
         )
     if lb:

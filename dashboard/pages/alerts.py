@@ -9,7 +9,13 @@ from dash import Dash, Input, Output, State, dcc, html
 from dash.exceptions import PreventUpdate
 
 from scalewatch.dashboard import alert_rules, data
-from scalewatch.dashboard.components import DashContext, column, empty_state, table
+from scalewatch.dashboard.components import (
+    DashContext,
+    column,
+    empty_state,
+    table,
+    write_denied,
+)
 from scalewatch.dashboard.figures import plural
 from scalewatch.server.store.base import Store
 
@@ -143,15 +149,7 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
         if not ids:
             raise PreventUpdate
         if not ctx.can("write"):
-            return (
-                html.Div(
-                    "Acknowledging needs a token with write scope; this session's token is "
-                    "read-only. Sign out and sign in with a write token.",
-                    className="msg-err",
-                    id="alerts-ack-denied",
-                ),
-                acked,
-            )
+            return write_denied("Acknowledging", "alerts-ack-denied"), acked
         try:
             alert = ctx.store.ack_alert(ids[0])
         except LookupError as exc:

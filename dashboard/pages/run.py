@@ -158,7 +158,7 @@ def _alerts(d: dict[str, Any]) -> Any:
             "state": a.get("state"),
             "kind": a.get("kind"),
             "message": a.get("message"),
-            "created_at": (a.get("created_at") or "")[:19].replace("T", " "),
+            "created_at": data.utc_text(a.get("created_at")),
         }
         for a in d["alerts"]
     ]

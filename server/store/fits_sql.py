@@ -23,6 +23,16 @@ from scalewatch.server.store.fit_records import (
 from scalewatch.server.store.runs_sql import explicit_fit_metric, resolve_fit_metric
 
 
+def _add_fit(s: Session, series_id: int, record: FitRecord, has_intervals: bool) -> int:
+    """Insert one fit of a series; its stored result carries its id and time. Returns the id."""
+    fit = Fit(series_id=series_id, created_at=utcnow(), **fit_columns(record, has_intervals))
+    s.add(fit)
+    s.flush()
+    fit.result = {**record, "fit_id": fit.id, "fitted_at": iso(fit.created_at)}
+    fit.summary = fit_summary(fit.result)
+    return fit.id
+
+
 class FitsMixin(SqlBase):
     # ---- the refit queue -------------------------------------------------------------------
     def claim_dirty_series(
@@ -80,20 +90,9 @@ class FitsMixin(SqlBase):
         with self.session() as s:
             fit_id = None
             for past in earlier:
-                row = Fit(series_id=series_id, created_at=utcnow(),
-                          **fit_columns(past, has_intervals))
-                s.add(row)
-                s.flush()
-                row.result = {**past, "fit_id": row.id, "fitted_at": iso(row.created_at)}
-                row.summary = fit_summary(row.result)
+                _add_fit(s, series_id, past, has_intervals)
             if result is not None:
-                fit = Fit(series_id=series_id, created_at=utcnow(),
-                          **fit_columns(result, has_intervals))
-                s.add(fit)
-                s.flush()
-                fit_id = fit.id
-                fit.result = {**result, "fit_id": fit_id, "fitted_at": iso(fit.created_at)}
-                fit.summary = fit_summary(fit.result)
+                fit_id = _add_fit(s, series_id, result, has_intervals)
             values: dict[str, Any] = {
                 "lease_owner": None,
                 "lease_until": None,
