@@ -31,13 +31,15 @@ How ``method="default"`` fits (modules in brackets):
    R0 linear, so each cell is closed form), Jeffreys' prior over the curve's shape (ln C_mid,
    B in [0.5, 8]) -- without the gain's factor, which would be a prior pulling A up, and
    computed for the window's evaluations continued at their pace to 1.5 x its end, since over
-   the window alone it favours knees inside the window and holds a young run's A low -- flat
+   the window alone it favours knees inside the window and holds a young run's A low -- times
+   a soft ceiling on B (free up to 2.5, a t tail beyond: no published RL curve is steeper, and a
+   young run's banana reaches B = 5-8 under a low ceiling) [b_prior], flat
    priors on A and R0, and a flat prior on rho -- or, opt-in (``FitOptions.noise_prior``), a
    normal prior on rho learned from the project's finished runs, which share its evaluation
-   set [noise_prior]; also opt-in
-   (``FitOptions.b_prior``), a Student-t prior on ln B learned from the B of the project's
-   finished, identified runs, which shortens the (A, B, C_mid) banana of a young run of a
-   similar recipe while its heavy tails let a recipe that differs keep its own [b_prior]; A
+   set [noise_prior]; also opt-in (``FitOptions.b_prior``, replacing the ceiling), a
+   Student-t prior on ln B learned from the B of the project's finished, identified runs,
+   which shortens the (A, B, C_mid) banana of a young run of a similar recipe while its
+   heavy tails let a recipe that differs keep its own [b_prior]; A
    never gets a prior.  The result names what it used in ``prior``; a refined grid over the
    posterior mass (refined again while the mass spans fewer than 8 of its cells an axis, as
    on a curve with almost no noise), then 4,000 draws [ar1, posterior].

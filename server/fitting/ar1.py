@@ -17,8 +17,9 @@ R0; so every cell of a (rho, m, B) grid is one closed-form least-squares problem
 (G the normal matrix of the whitened linear columns, p their number), times Jeffreys' prior
 over the curve's shape (m, B) given rho, without the gain's factor that would make it a prior
 on A, computed for the window's evaluations continued to 1.5 x its end (see
-``RhoGrid._jeffreys`` and ``reference_design``; opt-in, times a t prior on ln B learned from
-the project's finished runs, ``b_prior.py``) and a flat prior on rho in [0, RHO_MAX].
+``RhoGrid._jeffreys`` and ``reference_design``; times a soft ceiling on B or, opt-in, a t prior
+on ln B learned from the project's finished runs, ``b_prior.py``) and a flat prior on rho in
+[0, RHO_MAX].
 Draws: (rho, cell), then sigma^2 from its scaled inverse chi-square, then A (truncated
 normal) and R0 given A.
 
@@ -224,7 +225,7 @@ def sample(
 ) -> tuple[P.Posterior, FloatArray]:
     """Posterior draws (A, m, B, R0) and the matching rho draws (see the module docstring).
     ``rho_prior``: (mean, sd) of a normal prior on rho, else flat; ``b_prior``: a t prior on
-    ln B (``b_prior.py``) on top of Jeffreys', else none."""
+    ln B (``b_prior.py``) on top of Jeffreys', else the default soft ceiling on B."""
     lo, hi = value_range
     log_prior = log_rho_prior(rho_prior)
     xb, yb = blocks(x, y)

@@ -41,6 +41,7 @@ from scipy.special import ndtr
 from . import ar1
 from . import grid as G
 from . import posterior as P
+from .b_prior import log_density as log_b_density
 from .model import FloatArray
 
 # Prior of the seed spread t (sd of the seeds' ceilings around the recipe's): half-normal
@@ -154,7 +155,9 @@ class _Cells:
 def _weights(cells: list[_SeedCells], seeds: list[Seed], lo: float, hi: float) -> _Cells:
     t2 = (T_GRID**2)[None, :]
     g0 = cells[0].grid
-    base = log_jeffreys_pooled(g0.m, g0.b, [c.gain for c in cells], seeds)
+    # Jeffreys' prior and the default soft ceiling on B (``b_prior.py``), as one run has.
+    base = (log_jeffreys_pooled(g0.m, g0.b, [c.gain for c in cells], seeds)
+            + log_b_density(g0.b, None))
     v = np.stack([c.v for c in cells])
     a_u = np.stack([c.a_u for c in cells])
     for c in cells:

@@ -38,8 +38,8 @@ class FitOptions:
     # truncated to [0, 0.98]; None = flat.  Learned from a project's finished runs, which share
     # its evaluation set and so its noise (``noise_prior.py``); opt-in.
     noise_prior: tuple[float, float] | None = None
-    # Prior on the efficiency exponent B, (centre, scale) of a Student-t on ln B; None = none
-    # (Jeffreys' prior alone).  Learned from a project's finished runs (``b_prior.py``); opt-in.
+    # Prior on the efficiency exponent B, (centre, scale) of a Student-t on ln B; None = the
+    # default soft ceiling on B.  Learned from a project's finished runs (``b_prior.py``); opt-in.
     b_prior: tuple[float, float] | None = None
 
 

@@ -80,3 +80,30 @@ def test_a_recipe_unlike_the_project_keeps_its_ceiling_thanks_to_the_heavy_tails
         lo, hi = res.ci["A"]
         held += lo <= 0.61 <= hi
     assert (held >= 11) is holds, held
+
+
+def test_without_a_learned_prior_b_is_free_up_to_the_soft_ceiling_and_damped_beyond():
+    b = np.array([0.5, 1.0, 2.0, BP.STEEP_B, 3.0, 5.0, 8.0])
+    logw = BP.log_density(b, None)
+    assert np.all(logw[:4] == 0.0)  # every B a published RL curve has: Jeffreys' alone
+    assert np.all(np.diff(logw[3:]) < 0)  # steeper knees weigh less and less
+    assert logw[-1] > -10.0  # a t tail: a steep run's own data still win
+    # A learned prior replaces the ceiling: a project of steep runs keeps them.
+    assert BP.log_density(np.array([5.0]), (math.log(5.0), 0.2))[0] == 0.0
+
+
+def test_the_soft_ceiling_shortens_a_young_runs_banana(monkeypatch: pytest.MonkeyPatch):
+    """At 1 x C_mid the banana reaches B = 5-8 (a steep early knee under a low ceiling); the
+    default ceiling cuts that tail, which lifts the low end of A's interval."""
+    from scalewatch.server.fitting import ar1
+
+    c, y, _ = make_run(0.61, 1.92, 2542, 8 * 2542, np.random.default_rng(0), r0=0.3,
+                       n_evals=160, rho=0.5)
+    opts = FitOptions(r0=0.3, fit_until=2542, target_compute=8 * 2542)
+    with_ceiling = fit_curve(c, y, opts)
+    monkeypatch.setattr(ar1, "log_b_density", lambda b, prior: np.zeros_like(b))
+    jeffreys_alone = fit_curve(c, y, opts)
+    assert with_ceiling.ci and jeffreys_alone.ci
+    assert with_ceiling.ci["B"][1] < 0.8 * jeffreys_alone.ci["B"][1]
+    assert with_ceiling.ci["A"][0] > jeffreys_alone.ci["A"][0]
+    assert with_ceiling.ci["B"][0] == pytest.approx(jeffreys_alone.ci["B"][0], rel=0.15)
