@@ -1,4 +1,7 @@
-"""A prior on the efficiency exponent B, learned from a project's finished runs (opt-in).
+"""Priors on the efficiency exponent B: learned from a project's finished runs (opt-in), else a
+soft ceiling (``STEEP_B``, below) that every single-run and group posterior carries.  The
+break test's confirmation (``breaks.py``, the pre-break curve's posterior) uses Jeffreys'
+prior alone: it asks how far the run fell below that curve, not where the curve tops out.
 
 Why B: before and around its knee a run's likelihood is a banana in (A, C_mid, B): a steeper,
 earlier curve with a lower ceiling fits a short window about as well as the true one.  The
