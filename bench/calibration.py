@@ -24,7 +24,9 @@ vs the run's final noisy evaluation) and median width; confidently wrong (``ok``
 A more than 0.05 outside A's interval).  Beside it, a plain least-squares fit (``curve_fit``)
 and the paper's method.  Then the claims the default method would make without its
 past-the-knee rule (``fit.too_early``), binned by how far the window's end lies past the fitted
-C_mid, with their A coverage: the evidence that rule's 2.5 x rests on.
+C_mid, with their A coverage: the evidence that rule's 2.5 x rests on.  Last, the forecast
+errors of an oracle that knows each run's true shape (B, C_mid) and fits only A and R0: the
+floor under any point forecast that must learn the shape from the run.
 
 ``--noise-prior`` adds the default method with the opt-in project priors: a noise family stands
 for a project (one evaluation set, the ten Table-1 recipes), and each run's priors are learned
@@ -93,7 +95,7 @@ def make(fam: dict, shape: tuple, rng: np.random.Generator) -> dict:
                                rho=fam["rho"], c_lin=max(c_lin, 1e-9))
         a_true = a
     run = dict(c=c, y=y, truth_end=float(truth[-1]), obs_end=float(y[-1]), a_true=a_true,
-               cm=cm, end=end, r0=None, warmup=0.0)
+               cm=cm, b=b, end=end, r0=None, warmup=0.0)
     if fam.get("linear"):
         run.update(r0=r0, warmup=1500.0)
     if fam.get("fit_r0"):
@@ -259,6 +261,7 @@ def synthetic(args: argparse.Namespace) -> None:
         if rows:
             print(row(">=2x", method, rows, ""))
     past_knee_table([x for f in fams for w in WINDOWS for x in results[(f, "default", w)]])
+    shape_oracle_table([x for f in fams for w in WINDOWS for x in results[(f, "default", w)]])
     print("\n-- default method, per family --")
     print(HEAD.replace("  window  method    ", "  window  family    "))
     for f in fams:
@@ -281,6 +284,36 @@ def past_knee_table(rows: list[tuple[dict, dict]]) -> None:
         cov = [a_lo <= a <= a_hi for q, a, (a_lo, a_hi) in claims if lo <= q < hi]
         flag = "  withheld" if hi <= PAST_KNEE else ""
         print(f"  {f'[{lo:g}, {hi:g}) x':12s} claims {len(cov):4d}   A coverage {_pct(cov)}{flag}")
+
+
+def shape_oracle_error(run: dict, window: float) -> float:
+    """|forecast - truth| at the run's end of a fit that knows the true shape (B, C_mid) and
+    fits only A and R0 (R0 too when the run does not give it) by least squares on the window:
+    what no method that must learn the shape from the run can beat, short of a prior on it."""
+    c, y = run["c"], run["y"]
+    keep = (c <= window * run["cm"]) & (c >= run["warmup"])
+    with np.errstate(divide="ignore", over="ignore"):  # compute 0: s = 0, the start level
+        s = 1.0 / (1.0 + (run["cm"] / c[keep]) ** run["b"])
+    s_end = 1.0 / (1.0 + (run["cm"] / run["end"]) ** run["b"])
+    if run["r0"] is not None:
+        gain = float(s @ (y[keep] - run["r0"]) / (s @ s))
+        pred = run["r0"] + gain * s_end
+    else:
+        r0, a = np.linalg.lstsq(np.stack([1.0 - s, s], axis=1), y[keep], rcond=None)[0]
+        pred = r0 * (1.0 - s_end) + a * s_end
+    return abs(float(pred) - run["truth_end"])
+
+
+def shape_oracle_table(rows: list[tuple[dict, dict]]) -> None:
+    """The forecast errors of ``shape_oracle_error`` per window (all families): the floor
+    under the "p90 lower than a plain fit's" target that only a prior on the shape can move."""
+    print("\n-- forecast of an oracle that knows each run's shape (B, C_mid), fits A and R0 --")
+    pooled: list[float] = []
+    for w in WINDOWS:
+        err = [shape_oracle_error(r, w) for r, _ in rows if r["cell"][2] == w]
+        pooled += err if w >= 2.0 else []
+        print(f"  {f'{w:g}x':6s} f-med {_q(err, .5)}  f-p90 {_q(err, .9)}")
+    print(f"  {'>=2x':6s} f-med {_q(pooled, .5)}  f-p90 {_q(pooled, .9)}")
 
 
 def learned_priors(runs: list[dict], b_from: str = "runs") -> list[Prior]:
