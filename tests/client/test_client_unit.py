@@ -417,7 +417,11 @@ def test_request_body_is_valid_gzip_json(tmp_path):
     with FakeServer(behaviour=grab) as srv:
         run = sw.init("p", "n", url=srv.url, home=tmp_path)
         run.log({"m": 0.25}, step=3, compute=1.5)
-        run.finish()
+        # finish() returns as soon as the point is acknowledged; the long deadline is for a
+        # machine under heavy load (this once ran out at the default 30 s with two copies of
+        # the suite running; the requests say how far the client got if it does again).
+        left = run.finish(timeout=120)
+        assert left == 0, [(r["method"], r["path"]) for r in srv.requests]
     [p] = raw["body"]["points"]
     assert p["step"] == 3 and p["compute"] == 1.5 and p["metrics"] == {"m": 0.25}
     assert isinstance(p["time"], float)
