@@ -61,6 +61,7 @@ from scalewatch.server.fitting.fit import (  # noqa: E402
     withheld_because,
 )
 from scalewatch.server.fitting.hindcast import hindcast_of, learn_drift_rate  # noqa: E402
+from scalewatch.server.fitting.model import curve  # noqa: E402
 from scalewatch.server.fitting.noise_prior import learn_rho_prior  # noqa: E402
 from scalewatch.server.fitting.paper import fit_baseline  # noqa: E402
 from scalewatch.server.fitting.synth import TABLE1, make_prompt_run, make_run  # noqa: E402
@@ -292,9 +293,9 @@ def shape_oracle_error(run: dict, window: float) -> float:
     what no method that must learn the shape from the run can beat, short of a prior on it."""
     c, y = run["c"], run["y"]
     keep = (c <= window * run["cm"]) & (c >= run["warmup"])
-    with np.errstate(divide="ignore", over="ignore"):  # compute 0: s = 0, the start level
-        s = 1.0 / (1.0 + (run["cm"] / c[keep]) ** run["b"])
-    s_end = 1.0 / (1.0 + (run["cm"] / run["end"]) ** run["b"])
+    # The share of the gain reached: the model's curve from 0 to 1 (0 at compute 0).
+    s = curve(c[keep], 1.0, run["b"], run["cm"], 0.0)
+    s_end = float(curve([run["end"]], 1.0, run["b"], run["cm"], 0.0)[0])
     if run["r0"] is not None:
         gain = float(s @ (y[keep] - run["r0"]) / (s @ s))
         pred = run["r0"] + gain * s_end

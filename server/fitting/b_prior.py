@@ -98,9 +98,9 @@ def log_density(b: FloatArray, prior: tuple[float, float] | None) -> FloatArray:
     steeper knows better."""
     if prior is None:
         z = np.maximum(np.log(b) - math.log(STEEP_B), 0.0) / STEEP_SCALE
-        return -0.5 * (NU + 1.0) * np.log1p(z * z / NU)
-    z2 = ((np.log(b) - prior[0]) / prior[1]) ** 2
-    return -0.5 * (NU + 1.0) * np.log1p(z2 / NU)
+    else:
+        z = (np.log(b) - prior[0]) / prior[1]
+    return -0.5 * (NU + 1.0) * np.log1p(z * z / NU)  # a t density with NU dof, in z
 
 
 def b_prior_record(prior: tuple[float, float] | None) -> dict[str, Any] | None:
