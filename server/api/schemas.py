@@ -429,7 +429,9 @@ class FitOut(BaseModel):
     rmse: float | None = None
     method: str | None = None
     prior: dict[str, Any] | None = Field(
-        None, description="the opt-in priors the fit used (noise_prior, b_prior), or null")
+        None, description="what the fit took from beyond the run's points, or null: the drift "
+        "allowance its project's finished runs set (drift_rate, hindcasts) and the opt-in "
+        "priors (rho, B)")
     message: str | None = None
     metric: str | None = None
     fit_id: int | None = None

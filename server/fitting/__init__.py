@@ -49,10 +49,10 @@ How ``method="default"`` fits (modules in brackets):
    posterior median of the curve; the band (:func:`predict_band`) its quantiles.  The
    *prediction* interval (``predicted_interval``, :func:`predict_interval`) adds evaluation
    noise and, beyond the window, a misspecification allowance learned on real curves
-   (``FitOptions.drift_rate``) [intervals] -- or, with the opt-in project prior, the rate the
-   project's own finished runs needed beyond their half-run forecasts (their *hindcasts*: a
-   likelihood upper bound, so a project with few finished runs gets a cautious rate)
-   [hindcast].
+   (``FitOptions.drift_rate``) [intervals] -- or, once a project has 19 finished runs, the
+   rate its own runs needed beyond their half-run forecasts (their *hindcasts*: a
+   split-conformal rank, so the promise of 95% holds for the project's runs whatever the
+   shape of their misses) [hindcast].
 6. Status: ``insufficient_data`` (< 5 usable points, < 4 distinct compute values, no upward
    signal, or a collapse with no break to report), ``unidentified`` (A's 95% interval touches
    the value range or is wider than 0.1, C_mid may lie beyond the data, the window ends short
@@ -63,9 +63,9 @@ How ``method="default"`` fits (modules in brackets):
    margin for "same ceiling" is 0.02, and comparisons use the full intervals).
 
 ``bench/calibration.py`` measures coverage, identification against an oracle and forecast
-errors per noise family and fit window (``--noise-prior``: with the learned noise prior and
-drift rate, leave-one-out per family); ``bench/alerts.py`` the break alerts, beside an oracle
-that knows the true curve and noise.
+errors per noise family and fit window (``--noise-prior``: with the drift rate, and the
+opt-in priors, learned leave-one-out per family); ``bench/alerts.py`` the break alerts,
+beside an oracle that knows the true curve and noise.
 
 ``method="paper"`` / ``"curve_fit"`` are reference procedures for comparison [paper].
 """

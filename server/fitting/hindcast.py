@@ -14,7 +14,9 @@ a project's finished runs into the project's rate: the rank of their needed rate
 run exceeds with probability at most 5% (split conformal), once there are enough of them
 (``MIN_HINDCASTS``) for a rank to vouch for that.
 
-Opt-in, with the noise prior (``noise_prior: "project"``): the same finished runs teach both.
+On for every project (``services/fits.drift_rate_for``), unlike the noise and B priors: a
+conformal rank assumes nothing about the runs being alike, only that a new run is one more of
+them.
 """
 
 from __future__ import annotations

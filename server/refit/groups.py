@@ -22,7 +22,7 @@ from scalewatch.server.fitting import FitOptions, FitResult
 from scalewatch.server.fitting.fit import prepare
 from scalewatch.server.fitting.group import GroupFitResult, GroupMember, fit_group
 from scalewatch.server.fitting.noise_prior import prior_record
-from scalewatch.server.services.fits import fit_options_for
+from scalewatch.server.services.fits import fit_options_for, prior_source
 from scalewatch.server.services.groups import (
     failed_group_record,
     group_options,
@@ -138,8 +138,10 @@ class GroupRefits:
                  for m, f in zip(members, reused, strict=True)],
                 options, previous=_warm(previous, members),
             )
-            stored = group_record(result, members, group=item.group, metric=item.metric,
-                                  fit_seconds=round(time.perf_counter() - t0, 4))
+            stored = prior_source(  # the project's drift allowance, named as a run's is
+                group_record(result, members, group=item.group, metric=item.metric,
+                             fit_seconds=round(time.perf_counter() - t0, 4)),
+                {"project_hindcasts": members[0].get("project_hindcasts")}, options)
         except Exception as exc:  # noqa: BLE001 - stored as the group's fit, like a series'
             log.exception("fit of group %s/%s failed", item.project, item.group)
             ok = False

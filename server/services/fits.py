@@ -41,16 +41,20 @@ def b_prior_for(context: dict[str, Any]) -> tuple[float, float] | None:
 
 
 def drift_rate_for(context: dict[str, Any]) -> float | None:
-    """With ``noise_prior: "project"``, the drift rate the project's finished runs needed
-    beyond their own half-run forecasts (``project_hindcasts``); else None (the default)."""
-    if (context.get("fit_settings") or {}).get("noise_prior") != "project":
-        return None
+    """The drift rate the project's finished runs needed beyond their own half-run forecasts
+    (``project_hindcasts``), once there are enough of them to vouch for 95%
+    (``hindcast.MIN_HINDCASTS``); else None: the default allowance.
+
+    On for every project, unlike the priors: it assumes nothing about the runs being alike
+    (a split-conformal rank of their misses holds for any mix of them), and it is the only
+    way a project whose runs follow the sigmoid gets forecast intervals as narrow as they
+    can honestly be, and one whose runs drift gets intervals that hold."""
     return learn_drift_rate(context.get("project_hindcasts") or [])
 
 
 def fit_options_for(context: dict[str, Any], intervals: bool = True) -> FitOptions:
-    """FitOptions from a run's fit settings (r0, warmup, fit_until, value_range, noise_prior
-    and with it the project's drift rate, b_prior) and target."""
+    """FitOptions from a run's fit settings (r0, warmup, fit_until, value_range, noise_prior,
+    b_prior), its target and the drift rate its project's finished runs needed."""
     fs = context.get("fit_settings") or {}
     value_range = fs.get("value_range") or (0.0, 1.0)
     return FitOptions(
@@ -70,22 +74,22 @@ def fit_options_for(context: dict[str, Any], intervals: bool = True) -> FitOptio
 
 def prior_source(record: FitRecord, context: dict[str, Any], options: FitOptions) -> FitRecord:
     """Say in the record's ``prior`` where a learned prior came from (how many finished runs),
-    and the drift rate ``options`` took from their hindcasts (``fit_options_for``)."""
+    and the drift rate ``options`` took from the project's hindcasts (``drift_rate_for``) when
+    the fit has a curve that rate widens."""
     prior = record.get("prior")
     settings = context.get("fit_settings") or {}
-    if not isinstance(prior, dict):
-        return record
-    learned_from: dict[str, Any] = dict(prior)
-    if settings.get("noise_prior") == "project":
+    learned_from: dict[str, Any] = dict(prior) if isinstance(prior, dict) else {}
+    if settings.get("noise_prior") == "project" and "rho" in learned_from:
         learned_from.update(source="project",
                             finished_runs=len(context.get("project_noise") or []))
-        if (rate := options.drift_rate) is not None:
-            learned_from["drift_rate"] = round(rate, 4)
-            learned_from["hindcasts"] = len(context.get("project_hindcasts") or [])
+    if (rate := options.drift_rate) is not None and record.get("status") in ("ok", "unidentified"):
+        learned_from["drift_rate"] = round(rate, 4)
+        learned_from["hindcasts"] = len(context.get("project_hindcasts") or [])
     if settings.get("b_prior") == "project" and isinstance(learned_from.get("B"), dict):
         learned_from["B"] = {**learned_from["B"], "source": "project",
                              "finished_runs": len(context.get("project_b") or [])}
-    record["prior"] = learned_from
+    if learned_from:
+        record["prior"] = learned_from
     return record
 
 

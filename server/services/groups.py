@@ -32,7 +32,7 @@ def group_options(members: list[dict[str, Any]], intervals: bool = True) -> FitO
     """One set of options for the pooled fit: each member keeps its own R0 (`GroupMember.r0`);
     the target is the largest of the members' targets; the window is the one every member's
     settings allow (the latest warmup, the earliest fit_until) and A may take any value some
-    member's range allows."""
+    member's range allows; the drift allowance is the project's (the same for every member)."""
     opts = [fit_options_for(m, intervals) for m in members] or [FitOptions(intervals=intervals)]
     targets = [o.target_compute for o in opts if o.target_compute is not None]
     untils = [o.fit_until for o in opts if o.fit_until is not None]
@@ -42,6 +42,7 @@ def group_options(members: list[dict[str, Any]], intervals: bool = True) -> FitO
         target_compute=max(targets) if targets else None,
         value_range=(min(o.value_range[0] for o in opts), max(o.value_range[1] for o in opts)),
         intervals=intervals,
+        drift_rate=opts[0].drift_rate,
     )
 
 

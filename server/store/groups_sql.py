@@ -21,6 +21,7 @@ from scalewatch.server.store.fit_records import (
     fit_summary,
     history_entry,
 )
+from scalewatch.server.store.fits_sql import finished_runs_teach
 from scalewatch.server.store.group_marks import mark_group_dirty
 from scalewatch.server.store.runs_sql import explicit_fit_metric, resolve_fit_metric
 
@@ -142,6 +143,8 @@ class GroupsMixin(SqlBase):
                 return 0, []
             requested, pid, group, metric = row
             members = self._members(s, pid, group)
+            # The project's drift allowance, as its runs' fits take it (fits_sql.fit_context).
+            hindcasts = finished_runs_teach(s, pid, metric)["hindcasts"]
             sids = dict(s.execute(
                 select(Series.run_id, Series.id).where(
                     Series.run_id.in_([m["id"] for m in members]), Series.name == metric)
@@ -157,6 +160,7 @@ class GroupsMixin(SqlBase):
                 m["values"] = [p[1] for p in pts]
                 m["steps"] = [p[2] for p in pts]
                 m["run_fit"] = None if sid is None else self._current_fit(s, sid)
+                m["project_hindcasts"] = hindcasts
             s.rollback()  # read-only: end the snapshot
         return int(requested or 0), members
 

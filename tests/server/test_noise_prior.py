@@ -1,14 +1,16 @@
-"""The opt-in noise prior end to end: learned from a project's finished runs by the refitter,
-given explicitly, and refused when malformed (SQLite and PostgreSQL)."""
+"""What a project's finished runs teach its fits, end to end: the drift allowance (always) and
+the opt-in noise prior, learned by the refitter; the noise prior given explicitly, and refused
+when malformed (SQLite and PostgreSQL)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from scalewatch.server.db.models import Fit, Series
+from scalewatch.server.db.models import Fit, Project, Run, Series
 from scalewatch.server.fitting.hindcast import MIN_HINDCASTS
 from scalewatch.server.fitting.intervals import DRIFT_RATE
 from scalewatch.server.fitting.synth import make_run
+from scalewatch.server.store import fits_sql
 from tests.support.polling import wait_for
 
 METRIC = "val_pass_rate"
@@ -139,9 +141,9 @@ def _hindcast_of(app, rid: int) -> list | None:
 
 def test_finished_runs_teach_the_project_its_drift_rate(live_app):
     """A run that finishes is fitted once more with its hindcast; with enough of them
-    (``MIN_HINDCASTS``) the project's runs get a drift rate (the prior says so); a finished
-    run whose fit predates its hindcast (an upgraded database) is refitted by the next run
-    that learns from it."""
+    (``MIN_HINDCASTS``) the project's runs get a drift rate (the prior says so), with or
+    without the opt-in priors; a finished run whose fit predates its hindcast (an upgraded
+    database) is refitted by the next run that learns from it."""
     app, client = live_app
     finished = []
     for seed in range(MIN_HINDCASTS):
@@ -168,23 +170,69 @@ def test_finished_runs_teach_the_project_its_drift_rate(live_app):
         internal.pop("hindcast")
         fit.result = {**fit.result, "internal": internal}
 
-    new = _run(client, "drift", "new", fit_settings={"noise_prior": "project"})
+    plain = _run(client, "drift", "plain")  # no opt-in prior
     c, y = _data(14, rho=0.5)
-    _post(client, new, c[:60], y[:60])
-    first = _fitted(client, new, 60)
+    _post(client, plain, c[:60], y[:60])
+    first = _fitted(client, plain, 60)
     # One hindcast short (the stripped one is not counted): the default allowance.
-    assert first["prior"]["finished_runs"] == MIN_HINDCASTS
-    assert "drift_rate" not in first["prior"], first["prior"]
+    assert first["prior"] is None, first["prior"]
+    assert app.state.store.latest_fit(plain)[1]["internal"]["drift_sd"] == DRIFT_RATE
     wait_for(lambda: isinstance(_hindcast_of(app, finished[0]), list))  # ... but refitted
-    _post(client, new, c[60:80], y[60:80], first_step=60)
-    prior = _fitted(client, new, 80)["prior"]
-    assert prior["source"] == "project" and prior["hindcasts"] == MIN_HINDCASTS, prior
+    _post(client, plain, c[60:80], y[60:80], first_step=60)
+    prior = _fitted(client, plain, 80)["prior"]
+    assert prior == {"drift_rate": prior["drift_rate"], "hindcasts": MIN_HINDCASTS}, prior
     assert 0.0 <= prior["drift_rate"] < 0.5, prior
-    assert abs(app.state.store.latest_fit(new)[1]["internal"]["drift_sd"]
+    assert abs(app.state.store.latest_fit(plain)[1]["internal"]["drift_sd"]
                - prior["drift_rate"]) < 1e-4
 
-    # Without the project setting nothing is learned: the default allowance stays.
-    plain = _run(client, "drift", "plain")
-    _post(client, plain, c[:60], y[:60])
-    assert _fitted(client, plain, 60)["prior"] is None
-    assert app.state.store.latest_fit(plain)[1]["internal"]["drift_sd"] == DRIFT_RATE
+    # With the noise prior too, both are named, each with what it was learned from.
+    opted = _run(client, "drift", "opted", fit_settings={"noise_prior": "project"})
+    _post(client, opted, c[:60], y[:60])
+    both = _fitted(client, opted, 60)["prior"]
+    assert both["source"] == "project" and both["finished_runs"] == MIN_HINDCASTS, both
+    assert both["hindcasts"] == MIN_HINDCASTS and both["drift_rate"] == prior["drift_rate"]
+    assert both["rho"]["sd"] > 0, both
+
+    # A group's pooled fit takes the project's allowance too.
+    for k in range(2):
+        seed_run = _run(client, "drift", f"seed-{k}", group="recipe")
+        c, y = _data(40 + k, rho=0.5)
+        _post(client, seed_run, c[:60], y[:60])
+    pooled = wait_for(lambda: (f := client.get("/api/v1/groups/fit", params={
+        "project": "drift", "group": "recipe"}).json()).get("fit_id") and f["n_points"] == 118
+        and f)
+    assert pooled["prior"] == {"drift_rate": prior["drift_rate"],
+                               "hindcasts": MIN_HINDCASTS}, pooled
+
+
+def test_fits_learn_from_the_newest_finished_runs_only(store, monkeypatch) -> None:
+    """Every refit reads what its project's finished runs teach, so it reads only the newest
+    ``LEARN_FROM_NEWEST`` of them (a project of thousands must not slow every fit), never the
+    run itself, and never a running one."""
+    with store.session() as s:
+        project = Project(name="many")
+        s.add(project)
+        s.flush()
+        ids = []
+        for i in range(6):
+            run = Run(project_id=project.id, name=f"r{i}",
+                      status="running" if i == 4 else "finished")
+            s.add(run)
+            s.flush()
+            series = Series(run_id=run.id, name=METRIC)
+            s.add(series)
+            s.flush()
+            fit = Fit(series_id=series.id, status="ok", n_points=100, result={},
+                      summary={"status": "ok", "hindcast": [0.01 * i, 0.01, 0.5]})
+            s.add(fit)
+            s.flush()
+            series.latest_fit_id = fit.id
+            ids.append(run.id)
+        pid = project.id
+    monkeypatch.setattr(fits_sql, "LEARN_FROM_NEWEST", 3)
+    with store.session() as s:
+        taught = fits_sql.finished_runs_teach(s, pid, METRIC, but=ids[5])
+        everyone = fits_sql.finished_runs_teach(s, pid, METRIC)
+    # r5 is the run itself and r4 still running: the newest three others are r3, r2, r1.
+    assert [h[0] for h in taught["hindcasts"]] == [0.03, 0.02, 0.01]
+    assert [h[0] for h in everyone["hindcasts"]] == [0.05, 0.03, 0.02]
