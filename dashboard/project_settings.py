@@ -17,13 +17,14 @@ from dash.exceptions import PreventUpdate
 from scalewatch.dashboard.components import DashContext
 from scalewatch.dashboard.data import MAX_TABLE_RUNS
 from scalewatch.server.fitting.b_prior import MIN_RUNS as B_MIN_RUNS
+from scalewatch.server.fitting.hindcast import MIN_HINDCASTS
 from scalewatch.server.store.base import RunQuery, Store
 
 PRIORS = ("noise_prior", "b_prior")
 NAMES = {"fit_metric": "fitted metric", "noise_prior": "noise prior", "b_prior": "B prior"}
 OPTIONS = [
-    {"label": " Evaluation noise: how autocorrelated this project's evaluations are, and how "
-              "far its forecasts have drifted", "value": "noise_prior"},
+    {"label": " Evaluation noise: how autocorrelated this project's evaluations are",
+     "value": "noise_prior"},
     {"label": " B: the efficiency exponent of this project's finished runs", "value": "b_prior"},
 ]
 METRIC_NOTE = (
@@ -34,7 +35,8 @@ PRIORS_NOTE = (
     "Priors, off by default. A run young enough that its ceiling is still uncertain borrows "
     "what this project's finished runs have shown: the ceiling A itself never gets a prior, "
     "and a run whose recipe differs keeps its own B (the prior has heavy tails). Each run's "
-    "page names the priors its fit used."
+    "page names the priors its fit used. How wide a forecast must be beyond its window is "
+    f"learned from the finished runs always, once there are {MIN_HINDCASTS} of them."
 )
 
 

@@ -56,18 +56,19 @@ def fit_caption(fit: dict[str, Any] | None, unit: str) -> str:
 
 
 def prior_caption(prior: dict[str, Any]) -> str:
-    """The opt-in priors a fit used, as extra caption lines ("" without one): on the first,
-    beside the parameters and the forecast, they ran past the chart's right edge.  The noise
-    prior (with the drift allowance) and the B prior each get a line."""
+    """What a fit learned beyond its own points, as extra caption lines ("" with nothing): on
+    the first, beside the parameters and the forecast, they ran past the chart's right edge.
+    The opt-in noise prior, the drift allowance the project's finished runs set (on the noise
+    prior's line when there is one) and the opt-in B prior."""
     lines = []
     rho = prior.get("rho") or {}
     if rho.get("mean") is not None:
-        parts = [f"noise prior ρ {rho['mean']:.2f} ± {rho['sd']:.2f}"
-                 + _learned_from(prior.get("finished_runs"))]
-        if prior.get("drift_rate") is not None:  # the project's own misspecification allowance
-            parts.append(f"drift allowance {prior['drift_rate']:.3f} per ln(compute) from "
-                         f"{prior.get('hindcasts')} hindcasts")
-        lines.append(" · ".join(parts))
+        lines.append(f"noise prior ρ {rho['mean']:.2f} ± {rho['sd']:.2f}"
+                     + _learned_from(prior.get("finished_runs")))
+    if prior.get("drift_rate") is not None:  # the project's own misspecification allowance
+        drift = (f"drift allowance {prior['drift_rate']:.3f} per ln(compute) from "
+                 f"{prior.get('hindcasts')} hindcasts")
+        lines[-1:] = [" · ".join([*lines[-1:], drift])] if lines else [drift]
     b = prior.get("B") or {}
     if b.get("median") is not None:  # a t prior on ln B: its median and its ±1-scale factor
         lines.append(f"B prior {b['median']:.2f} ×/÷ {math.exp(b['log_sd']):.2f}"

@@ -296,6 +296,10 @@ def test_fit_caption_names_a_noise_prior_and_where_it_came_from() -> None:
         "<br>noise prior ρ 0.80 ± 0.05 from 3 finished runs · "
         "drift allowance 0.012 per ln(compute) from 20 hindcasts")
     assert "drift" not in F.fit_caption(learned, "GPU-hours")
+    # Without a noise prior the project's allowance gets a line of its own.
+    alone = {**fit, "prior": {"drift_rate": 0.004, "hindcasts": 19}}
+    assert F.fit_caption(alone, "GPU-hours").endswith(
+        "<br>drift allowance 0.004 per ln(compute) from 19 hindcasts")
 
 
 def test_fit_caption_says_why_a_is_withheld() -> None:
