@@ -28,11 +28,12 @@ C_mid, with their A coverage: the evidence that rule's 2.5 x rests on.  Last, th
 errors of an oracle that knows each run's true shape (B, C_mid) and fits only A and R0: the
 floor under any point forecast that must learn the shape from the run.
 
-``--noise-prior`` adds the default method with the opt-in project priors: a noise family stands
-for a project (one evaluation set, the ten Table-1 recipes), and each run's priors are learned
-from the *other* runs of its family, fitted to their end (leave-one-out), as the server learns
-them from a project's finished runs.  ``+rho prior``: the noise prior and the drift allowance
-from hindcasts; ``+B prior``: those and the prior on B (``fitting/b_prior.py``).
+``--noise-prior`` adds the default method as a project with finished runs gets it: a noise
+family stands for a project (one evaluation set, the ten Table-1 recipes), and what each run
+learns is learned from the *other* runs of its family, fitted to their end (leave-one-out), as
+the server learns it from a project's finished runs.  ``+hindcasts``: the drift allowance from
+their hindcasts (on by default once a project has 19 finished runs); ``+rho prior``: that and
+the opt-in noise prior; ``+B prior``: those and the opt-in prior on B (``fitting/b_prior.py``).
 ``--b-prior-from recipes`` learns each run's B prior from the *other recipes* only (its own
 recipe's runs left out): a project trying a recipe unlike any it has finished.
 
@@ -104,19 +105,24 @@ def make(fam: dict, shape: tuple, rng: np.random.Generator) -> dict:
     return run
 
 
+HINDCASTS = "+hindcasts"  # the default in a project with enough finished runs: their drift
 PRIOR = "+rho prior"  # the default method with the noise prior learned leave-one-out
 BPRIOR = "+B prior"  # and with the prior on B too
-PRIORS = (PRIOR, BPRIOR)
+PRIORS = (HINDCASTS, PRIOR, BPRIOR)
 DEFAULTS = ("default", "", *PRIORS)  # rows judged on their intervals (the others: point error)
 Pair = tuple[float, float]
-Prior = tuple[Pair | None, float | None, Pair | None]  # (noise prior, drift rate, B prior)
-NO_PRIOR: Prior = (None, None, None)
+# (noise prior, drift rate from hindcasts fitted with it, B prior, drift rate from hindcasts
+# fitted without a prior: what a project without the opt-in priors learns)
+Prior = tuple[Pair | None, float | None, Pair | None, float | None]
+NO_PRIOR: Prior = (None, None, None, None)
 
 
 def options_for(method: str, prior: Prior, **kw: object) -> FitOptions:
     """The fit options of ``method`` (a baseline, the default, or it with project priors)."""
     if method not in PRIORS:
         return FitOptions(method=method, **kw)  # type: ignore[arg-type]
+    if method == HINDCASTS:
+        return FitOptions(drift_rate=prior[3], **kw)  # type: ignore[arg-type]
     return FitOptions(noise_prior=prior[0], drift_rate=prior[1],
                       b_prior=prior[2] if method == BPRIOR else None, **kw)  # type: ignore[arg-type]
 
@@ -337,8 +343,11 @@ def learned_priors(runs: list[dict], b_from: str = "runs") -> list[Prior]:
     hind = [hindcast_of(r["c"], r["y"], FitOptions(r0=r["r0"], warmup=r["warmup"],
                                                    noise_prior=rho[i]))
             for i, r in enumerate(runs)]
+    plain = [hindcast_of(r["c"], r["y"], FitOptions(r0=r["r0"], warmup=r["warmup"]))
+             for r in runs]
     return [(rho[i], learn_drift_rate([hind[j] for j in others(i)]),
-             learn_b_prior([b_est[j] for j in b_src(i)])) for i in range(len(runs))]
+             learn_b_prior([b_est[j] for j in b_src(i)]),
+             learn_drift_rate([plain[j] for j in others(i)])) for i in range(len(runs))]
 
 
 def real(args: argparse.Namespace) -> None:
