@@ -35,8 +35,7 @@ PRIORS_NOTE = (
     "Priors, off by default. A run young enough that its ceiling is still uncertain borrows "
     "what this project's finished runs have shown: the ceiling A itself never gets a prior, "
     "and a run whose recipe differs keeps its own B (the prior has heavy tails). Each run's "
-    "page names the priors its fit used. How wide a forecast must be beyond its window is "
-    f"learned from the finished runs always, once there are {MIN_HINDCASTS} of them."
+    "page names the priors its fit used."
 )
 
 
@@ -70,7 +69,14 @@ def status_text(project: dict[str, Any], finished: int) -> str:
     lines = [
         f"{finished} finished run{'s' if finished != 1 else ''} to learn from: the noise prior "
         f"needs one, the B prior {B_MIN_RUNS} whose ceiling is identified (until then a fit "
-        "uses none and says so)."
+        "uses none and says so).",
+        # Not a setting (always on), but a user sizing up forecasts should know which applies.
+        "Forecast intervals are as wide as this project's finished runs needed beyond their "
+        "own forecasts (learned automatically; each run's page says so)."
+        if finished >= MIN_HINDCASTS else
+        "Forecast intervals use a default width learned on public RL curves until "
+        f"{MIN_HINDCASTS} runs have finished ({MIN_HINDCASTS - finished} more to go); then, "
+        "automatically, the width this project's own runs needed.",
     ]
     for key, name in (("noise_prior", "noise (rho mean, sd)"),
                       ("b_prior", "B (ln B centre, scale)")):

@@ -32,3 +32,13 @@ def test_an_explicit_prior_stays_while_ticked_and_is_named() -> None:
     assert "2 finished runs to learn from" in text
     assert "Explicit noise (rho mean, sd) prior set through the API: [0.8, 0.05]" in text
     assert "1 finished run to learn from" in status_text(explicit, 1)
+
+
+def test_the_panel_says_which_forecast_width_applies() -> None:
+    project = {"fit_metric": None, "noise_prior": None, "b_prior": None}
+    assert "a default width learned on public RL curves until 19 runs have finished (17 more " \
+        "to go)" in status_text(project, 2)
+    assert "(1 more to go)" in status_text(project, 18)
+    for finished in (19, 40):
+        assert "as wide as this project's finished runs needed" in status_text(project, finished)
+        assert "more to go" not in status_text(project, finished)
