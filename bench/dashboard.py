@@ -118,10 +118,10 @@ def cold_downsampling(fn) -> tuple[float, float]:  # noqa: ANN001
     from point_chunks and raw points, as before the rollups), in the same conditions."""
     from scalewatch.dashboard.figures import common
     from scalewatch.server.services import compare
-    from scalewatch.server.store import points_sql, rollup_sql
+    from scalewatch.server.store import point_reads_sql, rollup_sql
 
     def cold() -> float:
-        points_sql._DOWNSAMPLED._items.clear()
+        point_reads_sql._DOWNSAMPLED._items.clear()
         compare.COMPARISONS.clear()
         with common._CURVES_LOCK:
             common._CURVES.clear()
@@ -129,15 +129,16 @@ def cold_downsampling(fn) -> tuple[float, float]:  # noqa: ANN001
         fn()
         return (time.perf_counter() - t0) * 1000
 
-    saved = points_sql.PointsMixin._downsample_rollup
+    saved = point_reads_sql.PointReadsMixin._downsample_rollup
     saved_many = rollup_sql.RollupMixin._rollup_pages
     with_rollups = cold()
-    points_sql.PointsMixin._downsample_rollup = lambda *a, **k: None  # type: ignore[method-assign]
+    point_reads_sql.PointReadsMixin._downsample_rollup = (  # type: ignore[method-assign]
+        lambda *a, **k: None)
     rollup_sql.RollupMixin._rollup_pages = lambda *a, **k: {}  # type: ignore[method-assign]
     try:
         return with_rollups, cold()
     finally:
-        points_sql.PointsMixin._downsample_rollup = saved  # type: ignore[method-assign]
+        point_reads_sql.PointReadsMixin._downsample_rollup = saved  # type: ignore[method-assign]
         rollup_sql.RollupMixin._rollup_pages = saved_many  # type: ignore[method-assign]
 
 

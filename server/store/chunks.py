@@ -11,7 +11,7 @@ Downsampling over buckets of compute (or step) then reads a chunk's four points 
 points whenever the chunk lies inside one bucket, and only the raw points of the chunks that
 straddle a bucket boundary or the edges of the requested range: the result is exactly what the
 raw query returns, from a fraction of the rows. The Compare page reads the chunks alone (an
-envelope of real points, `PointsMixin._downsample_rollup`): level 7 is there for it.
+envelope of real points, `PointReadsMixin._downsample_rollup`): level 7 is there for it.
 """
 
 from __future__ import annotations

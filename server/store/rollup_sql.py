@@ -1,7 +1,7 @@
 """The Compare page's points for many runs at once: one level of each series' chunks, read in
 a few queries for all of them (`RollupMixin.get_points_many`).
 
-`PointsMixin.get_points(rollup=True)` draws a series from its chunks in ~5 round trips (the
+`PointReadsMixin.get_points(rollup=True)` draws a series from its chunks in ~5 round trips (the
 series, the level's count, the envelope query, the transaction), each a wake-up of the database
 process: ten series cost ~50 round trips, and on a busy 2-core machine every one of them may
 wait for a core. Here the whole page is two queries: the series of every run, and one level
@@ -21,7 +21,7 @@ from sqlalchemy import and_, select
 from scalewatch.server.db.models import Run, Series
 from scalewatch.server.store.base import NotFound, PointsPage
 from scalewatch.server.store.chunks import CHUNK_LEVELS
-from scalewatch.server.store.points_sql import _DOWNSAMPLED, PointsMixin
+from scalewatch.server.store.point_reads_sql import _DOWNSAMPLED, PointReadsMixin
 
 # One row a chunk: the series, then each role's (step, compute, value), as PostgreSQL's binary
 # send functions write them (big-endian), all rows concatenated into one bytea on the server:
@@ -102,7 +102,7 @@ def envelope(
     return out
 
 
-class RollupMixin(PointsMixin):
+class RollupMixin(PointReadsMixin):
     def get_points_many(
         self,
         run_ids: list[int],

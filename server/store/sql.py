@@ -10,6 +10,7 @@ from scalewatch.server.store.alerts_sql import AlertsMixin
 from scalewatch.server.store.fits_sql import FitsMixin
 from scalewatch.server.store.groups_sql import GroupsMixin
 from scalewatch.server.store.outbox_sql import OutboxMixin
+from scalewatch.server.store.points_sql import PointsMixin
 from scalewatch.server.store.rollup_sql import RollupMixin
 from scalewatch.server.store.runs_sql import RunsMixin
 from scalewatch.server.store.tokens_sql import TokensMixin
@@ -17,6 +18,7 @@ from scalewatch.server.store.tokens_sql import TokensMixin
 
 # AlertsMixin first: its `_delete_run_dependents` runs before the (empty) SqlBase hook.
 class SqlStore(
-    AlertsMixin, OutboxMixin, RunsMixin, RollupMixin, FitsMixin, GroupsMixin, TokensMixin
+    AlertsMixin, OutboxMixin, RunsMixin, PointsMixin, RollupMixin, FitsMixin, GroupsMixin,
+    TokensMixin,
 ):
     """Every store protocol of `scalewatch.server.store.base`, on one engine."""

@@ -14,7 +14,7 @@ from scalewatch.server.fitting import FitOptions, fit_curve
 from scalewatch.server.ingest import PointRow
 from scalewatch.server.services import compare as compare_service
 from scalewatch.server.services.fits import fit_record
-from scalewatch.server.store import points_sql
+from scalewatch.server.store import point_reads_sql
 from tests.dashboard.seed import CROSSING, series
 
 METRIC = "val_pass_rate"
@@ -114,7 +114,7 @@ def test_rollup_points_are_stored_points_keeping_the_extremes(store) -> None:
     y[12_345], y[30_001] = 0.95, 0.02  # a spike and a collapse
     for lo in range(0, n, 10_000):
         _ingest(store, run["id"], c[lo:lo + 10_000], y[lo:lo + 10_000], start=lo)
-    points_sql._DOWNSAMPLED._items.clear()
+    point_reads_sql._DOWNSAMPLED._items.clear()
     page = store.get_points(run["id"], METRIC, max_points=1000, x_range=(0.0, 20_000.0),
                             rollup=True)  # fmt: skip
     assert page.downsampled and 0 < len(page.steps) <= 1000 and page.total == n

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from scalewatch.server.ingest import PointRow
-from scalewatch.server.store import points_sql
+from scalewatch.server.store import point_reads_sql
 from scalewatch.server.store.base import NotFound
 
 METRIC = "val_pass_rate"
@@ -42,9 +42,9 @@ def test_points_of_many_runs_are_each_runs_pages(store: Any) -> None:
     # inner window, and each series' own range; 1,000 and 2,000 points a page.
     for x_range in [(0.0, 40_000.0), (0.0, 9_000.0), (1_234.5, 17_000.0), None]:
         for max_points in (1000, 2000):
-            points_sql._DOWNSAMPLED._items.clear()
+            point_reads_sql._DOWNSAMPLED._items.clear()
             many = store.get_points_many(ids, METRIC, max_points=max_points, x_range=x_range)
-            points_sql._DOWNSAMPLED._items.clear()
+            point_reads_sql._DOWNSAMPLED._items.clear()
             for run_id in ids:
                 one = store.get_points(run_id, METRIC, max_points=max_points, x_range=x_range,
                                        rollup=True)  # fmt: skip

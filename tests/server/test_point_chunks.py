@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import text
 
 from scalewatch.server.ingest import PointRow
-from scalewatch.server.store import points_sql
+from scalewatch.server.store import point_reads_sql
 from scalewatch.server.store.chunks import COLUMNS, all_levels
 
 
@@ -85,7 +85,7 @@ def test_downsampling_from_chunks_equals_the_raw_query(seeded, monkeypatch, x, x
                                                        max_points):  # fmt: skip
     store, rid = seeded
     used = []
-    real = points_sql.PointsMixin._downsample_chunks
+    real = point_reads_sql.PointReadsMixin._downsample_chunks
 
     def spy(self, *a, **k):  # noqa: ANN001, ANN002, ANN003, ANN202
         out = real(self, *a, **k)
@@ -93,14 +93,14 @@ def test_downsampling_from_chunks_equals_the_raw_query(seeded, monkeypatch, x, x
         return out
 
     def ask():  # noqa: ANN202
-        points_sql._DOWNSAMPLED._items.clear()
+        point_reads_sql._DOWNSAMPLED._items.clear()
         return store.get_points(rid, "m", max_points=max_points, x_range=x_range, x=x,
                                 since_step=since)  # fmt: skip
 
-    monkeypatch.setattr(points_sql.PointsMixin, "_downsample_chunks", spy)
+    monkeypatch.setattr(point_reads_sql.PointReadsMixin, "_downsample_chunks", spy)
     from_chunks = ask()
     assert used == [True]  # dense enough: the chunks were used
-    monkeypatch.setattr(points_sql.PointsMixin, "_downsample_chunks", lambda *a, **k: None)
+    monkeypatch.setattr(point_reads_sql.PointReadsMixin, "_downsample_chunks", lambda *a, **k: None)
     raw = ask()
     assert from_chunks == raw
     assert from_chunks.downsampled and 7.5 in from_chunks.values or x_range is not None
@@ -109,15 +109,15 @@ def test_downsampling_from_chunks_equals_the_raw_query(seeded, monkeypatch, x, x
 def test_sparse_series_falls_back_to_the_raw_query(seeded, monkeypatch):
     store, rid = seeded
     calls = []
-    real = points_sql.PointsMixin._downsample_chunks
+    real = point_reads_sql.PointReadsMixin._downsample_chunks
 
     def spy(self, *a, **k):  # noqa: ANN001, ANN002, ANN003, ANN202
         out = real(self, *a, **k)
         calls.append(out)
         return out
 
-    monkeypatch.setattr(points_sql.PointsMixin, "_downsample_chunks", spy)
-    points_sql._DOWNSAMPLED._items.clear()
+    monkeypatch.setattr(point_reads_sql.PointReadsMixin, "_downsample_chunks", spy)
+    point_reads_sql._DOWNSAMPLED._items.clear()
     page = store.get_points(rid, "r", max_points=1000)  # ~2,900 points, 3 a 16-step chunk
     assert calls == [None] and page.downsampled
 
