@@ -1,0 +1,125 @@
+"""What every request and response model shares: names, ids, text checks, the error shape."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+from fastapi import Path
+from pydantic import BaseModel, Field
+
+from scalewatch.server import limits
+from scalewatch.server.fitting.b_prior import check_b_prior
+from scalewatch.server.fitting.noise_prior import check_rho_prior
+
+Name = Field(min_length=1, max_length=limits.MAX_NAME_LENGTH)
+RunStatus = Literal["running", "finished", "failed"]
+AlertState = Literal["open", "acknowledged", "resolved"]
+
+# Every id (runs, rules, alerts, tokens) is a 32-bit integer column: one range everywhere, so a
+# larger id is a 422, never a database error.
+ID_MAX = 2**31 - 1
+Id = Annotated[int, Field(ge=1, le=ID_MAX)]
+"""An id in a body or a query list."""
+PathId = Annotated[int, Path(ge=1, le=ID_MAX)]
+"""An id in the path (`/runs/{run_id}`, `/alerts/{alert_id}`, ...)."""
+
+
+def utf8_problem(text: str) -> bool:
+    """True when `text` cannot be sent back as UTF-8 (a lone surrogate such as "\\udfff", which
+    JSON escapes can carry): stored, it would turn every later response that shows it into a
+    500, so it is refused on the way in."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _utf8(text: str, what: str) -> str:
+    if utf8_problem(text):
+        raise ValueError(f"{what} must be valid UTF-8 text (no lone surrogates)")
+    return text
+
+
+def _clean(text: str, what: str) -> str:
+    _utf8(text, what)
+    # PostgreSQL text cannot hold NUL; reject it up front instead of failing at INSERT time.
+    if "\x00" in text:
+        raise ValueError(f"{what} must not contain NUL characters")
+    if not text.strip():
+        raise ValueError(f"{what} must not be blank")
+    return text
+
+
+def _check_json(value: dict[str, Any], what: str) -> dict[str, Any]:
+    try:
+        encoded = json.dumps(value, allow_nan=False)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"{what} must be JSON without NaN or Infinity ({exc})") from exc
+    # json.dumps escapes lone surrogates ("\\udfff") instead of failing: encode without the
+    # escaping to find them (keys and values, at any depth).
+    if utf8_problem(json.dumps(value, ensure_ascii=False)):
+        raise ValueError(f"{what} must be valid UTF-8 text (no lone surrogates)")
+    if "\\u0000" in encoded:
+        raise ValueError(f"{what} must not contain NUL characters")
+    if len(encoded) > limits.MAX_CONFIG_BYTES:
+        raise ValueError(f"{what} is larger than {limits.MAX_CONFIG_BYTES} bytes")
+    return value
+
+
+def _check_notes(notes: str | None) -> str | None:
+    if notes is not None:
+        _utf8(notes, "notes")
+    if notes is not None and "\x00" in notes:
+        raise ValueError("notes must not contain NUL characters")
+    return notes
+
+
+GroupName = Field(
+    None,
+    min_length=1,
+    max_length=limits.MAX_GROUP_LENGTH,
+    description="the run's group (its recipe, e.g. cispo-768): runs of one group are its seeds",
+)
+
+
+def _check_group(v: str | None) -> str | None:
+    return None if v is None else _clean(v, "group")
+
+
+def _check_tags(tags: list[str] | None) -> list[str] | None:
+    if tags is None:
+        return None
+    if len(tags) > limits.MAX_TAGS:
+        raise ValueError(f"at most {limits.MAX_TAGS} tags")
+    for t in tags:
+        if len(t) > limits.MAX_TAG_LENGTH:
+            raise ValueError(f"tag longer than {limits.MAX_TAG_LENGTH} characters")
+        _clean(t, "tags")
+    return tags
+
+
+def _check_noise_prior(v: Any) -> Any:
+    """A prior on the noise's AR(1) coefficient: [mean in 0..0.98, sd in (0, 1]]."""
+    if isinstance(v, (list, tuple)):
+        check_rho_prior(*v)
+    return v
+
+
+def _check_b_prior(v: Any) -> Any:
+    """A t prior on ln B: [centre of ln B, scale in (0, 5]]."""
+    if isinstance(v, (list, tuple)):
+        check_b_prior(*v)
+    return v
+
+
+class ErrorOut(BaseModel):
+    detail: Any
+    errors: list[dict[str, str]] | None = None
+
+
+def not_found(what: str) -> dict[int | str, dict[str, Any]]:
+    """The documented 404 of a route whose `what` may not exist (raised as the store's
+    `NotFound`, turned into a 404 by `scalewatch.server.api.errors`)."""
+    return {404: {"model": ErrorOut, "description": f"Unknown {what}"}}

@@ -1,0 +1,184 @@
+"""Fits, comparisons and groups: request and response models."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, field_validator, model_validator
+
+from scalewatch.server import limits
+from scalewatch.server.api.schemas.common import _check_b_prior, _check_noise_prior
+from scalewatch.server.api.schemas.runs import FitSummary
+
+# ---- fits --------------------------------------------------------------------------------------
+
+
+class FitRequest(BaseModel):
+    """Points and knobs in, the result object out (nothing is stored)."""
+
+    model_config = ConfigDict(extra="forbid")
+    compute: list[FiniteFloat] = Field(max_length=limits.MAX_FIT_POINTS)
+    values: list[FiniteFloat] = Field(max_length=limits.MAX_FIT_POINTS)
+    r0: FiniteFloat | None = None
+    warmup: FiniteFloat = Field(0.0, ge=0)
+    fit_until: FiniteFloat | None = Field(None, gt=0)
+    target_compute: FiniteFloat | None = Field(None, gt=0)
+    value_range: tuple[FiniteFloat, FiniteFloat] = (0.0, 1.0)
+    method: Literal["default", "paper"] = "default"
+    noise_prior: tuple[FiniteFloat, FiniteFloat] | None = Field(
+        None, description="[mean, sd] of a prior on the evaluation noise's AR(1) coefficient")
+    b_prior: tuple[FiniteFloat, FiniteFloat] | None = Field(
+        None, description="[centre, scale] of a Student-t prior on ln B (4 degrees of freedom)")
+
+    @field_validator("noise_prior")
+    @classmethod
+    def _noise_prior(cls, v: Any) -> Any:
+        return _check_noise_prior(v)
+
+    @field_validator("b_prior")
+    @classmethod
+    def _b_prior(cls, v: Any) -> Any:
+        return _check_b_prior(v)
+
+    @model_validator(mode="after")
+    def _check(self) -> FitRequest:
+        if len(self.compute) != len(self.values):
+            raise ValueError(
+                f"compute has {len(self.compute)} values, values has "
+                f"{len(self.values)}: they must pair up"
+            )
+        if any(c < 0 for c in self.compute):
+            raise ValueError("compute must not be negative")
+        if not self.value_range[0] < self.value_range[1]:
+            raise ValueError("value_range must be [low, high] with low < high")
+        return self
+
+
+# [low, high] of a 95% interval; an end is null where it is not finite.
+Interval = tuple[float | None, float | None]
+
+
+class FitOut(BaseModel):
+    """The fit result object. Open to further keys: the fitting engine adds fields over time,
+    and a stored fit also says where it came from (`metric`, `fit_id`, `fitted_at`)."""
+
+    model_config = ConfigDict(extra="allow")
+    status: str | None = Field(None, description="ok, unidentified or insufficient_data")
+    A: float | None = Field(None, description="asymptote (null unless identified)")
+    B: float | None = None
+    C_mid: float | None = None
+    R0: float | None = None
+    r0_source: str | None = None
+    ci: dict[str, Interval | None] | None = Field(None, description="95% intervals per parameter")
+    A_lower_bound: float | None = Field(None, description="how high A is at least")
+    n_points: int | None = None
+    fit_range: Interval | None = None
+    target_compute: float | None = None
+    predicted_at_target: float | None = None
+    predicted_interval: Interval | None = None
+    rmse: float | None = None
+    method: str | None = None
+    prior: dict[str, Any] | None = Field(
+        None, description="what the fit took from beyond the run's points, or null: the drift "
+        "allowance its project's finished runs set (drift_rate, hindcasts) and the opt-in "
+        "priors (rho, B)")
+    message: str | None = None
+    metric: str | None = None
+    fit_id: int | None = None
+    fitted_at: str | None = None
+
+
+class FitHistoryEntry(BaseModel):
+    id: int
+    created_at: str | None
+    status: str
+    n_points: int
+    max_compute: float | None
+    A: float | None
+    A_ci: Interval | None
+    has_intervals: bool
+    A_lower_bound: float | None
+    B: float | None
+    C_mid: float | None
+    predicted_at_target: float | None
+    backfilled: bool = Field(
+        False, description="fitted after the fact on the points up to max_compute, because "
+        "they arrived at once (an import, a spool synced after an outage): the history a live "
+        "run would have had")
+    break_: dict[str, Any] | None = Field(
+        None, alias="break",
+        description="the fit's break (compute, step, drop, ceiling_upper, regime) or null: a "
+                    "broken run's fit withholds A, and ceiling_upper bounds its new ceiling; "
+                    "regime is 'fitted' when A and the forecast describe the evaluations since "
+                    "the break, 'too_few_points' (fewer than 12 since it) or 'unidentified'")
+
+
+class FitHistory(BaseModel):
+    run_id: int
+    metric: str
+    fits: list[FitHistoryEntry]
+
+
+class CompareRun(BaseModel):
+    id: int | None = Field(description="the run's id; null for a group")
+    name: str
+    project: str
+    label: str = Field(description="unique name in this comparison (name#id when names repeat)")
+    metric: str
+    compute_unit: str | None = Field(None, description=(
+        "the unit the run counts compute in (null for a group). A and B do not depend on it; "
+        "C_mid, the crossovers and the winner at a budget compare compute across runs and "
+        "mean something only when every run counts it in the same unit"))
+    fit: FitOut | None
+    group: str | None = Field(None, description="set for a group (its pooled fit)")
+
+
+class Comparison(BaseModel):
+    """`runs` by label (A, B, prediction at the budget), `pairs` with the paper's verdict,
+    the crossover and the winner at the budget."""
+
+    model_config = ConfigDict(extra="allow")
+    budget: float | None
+    margin: float
+    runs: dict[str, dict[str, Any]]
+    pairs: list[dict[str, Any]]
+
+
+class CompareOut(BaseModel):
+    metric: str | None
+    budget: float | None
+    runs: list[CompareRun]
+    comparison: Comparison
+
+
+# ---- groups ------------------------------------------------------------------------------------
+
+
+class GroupOut(BaseModel):
+    name: str
+    n_runs: int
+    runs: list[int] = Field(description="the member runs' ids")
+    metric: str | None = Field(description="the members' common fit metric (null: they differ)")
+    fit: FitSummary | None = Field(description="the latest group fit of that metric, summarised")
+
+
+class GroupList(BaseModel):
+    groups: list[GroupOut]
+
+
+class GroupFitOut(FitOut):
+    """The pooled fit (the recipe's A, band and forecast: the result object), plus `members`
+    (each run's own fit and whether it sits on the recipe's curve) and `seed_spread` (the sd of
+    the members' A across seeds, with its 95% interval)."""
+
+    group: str | None = None
+    project: str | None = None
+    members: list[dict[str, Any]] = Field(default_factory=list)
+    seed_spread: dict[str, Any] | None = None
+
+
+class GroupFitHistory(BaseModel):
+    project: str
+    group: str
+    metric: str
+    fits: list[FitHistoryEntry]

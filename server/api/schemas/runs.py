@@ -1,0 +1,256 @@
+"""Runs, their points and projects: request and response models."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, field_validator, model_validator
+
+from scalewatch.server import limits
+from scalewatch.server.api.schemas.common import (
+    GroupName,
+    Name,
+    RunStatus,
+    _check_b_prior,
+    _check_group,
+    _check_json,
+    _check_noise_prior,
+    _check_notes,
+    _check_tags,
+    _clean,
+)
+
+B_PRIOR_HELP = (
+    "opt-in prior on the efficiency exponent B (a Student-t on ln B; A never gets a prior): "
+    "\"project\" learns it from the project's finished runs of the same metric whose B is "
+    "identified (at least 3), [centre, scale] of ln B gives it; null: none")
+
+NOISE_PRIOR_HELP = (
+    "opt-in prior on how persistent the evaluation noise is (its AR(1) coefficient rho): "
+    "\"project\" learns it from the project's finished runs of the same metric (they share "
+    "the evaluation set), [mean, sd] gives it; null: none (flat)")
+
+
+class FitSettings(BaseModel):
+    """Per-run fitting knobs. PATCH merges them; a null value resets a knob to its default."""
+
+    model_config = ConfigDict(extra="forbid")
+    r0: FiniteFloat | None = Field(None, description="fixed R0 (default: value at compute 0)")
+    warmup: FiniteFloat | None = Field(None, ge=0, description="exclude compute below this")
+    fit_until: FiniteFloat | None = Field(None, gt=0, description="use only compute <= this")
+    value_range: tuple[FiniteFloat, FiniteFloat] | None = Field(
+        None, description="range the asymptote A may take, default [0, 1]"
+    )
+    noise_prior: Literal["project"] | tuple[FiniteFloat, FiniteFloat] | None = Field(
+        None, description=NOISE_PRIOR_HELP)
+    b_prior: Literal["project"] | tuple[FiniteFloat, FiniteFloat] | None = Field(
+        None, description=B_PRIOR_HELP)
+
+    @field_validator("value_range")
+    @classmethod
+    def _range(cls, v: tuple[float, float] | None) -> tuple[float, float] | None:
+        if v is not None and not v[0] < v[1]:
+            raise ValueError("value_range must be [low, high] with low < high")
+        return v
+
+    @field_validator("noise_prior")
+    @classmethod
+    def _noise_prior(cls, v: Any) -> Any:
+        return _check_noise_prior(v)
+
+    @field_validator("b_prior")
+    @classmethod
+    def _b_prior(cls, v: Any) -> Any:
+        return _check_b_prior(v)
+
+
+class RunCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    project: str = Name
+    name: str = Name
+    config: dict[str, Any] | None = None
+    tags: list[str] | None = None
+    notes: str | None = Field(None, max_length=limits.MAX_NOTES_LENGTH)
+    compute_unit: str = Field("gpu_hours", min_length=1, max_length=32)
+    target_compute: FiniteFloat | None = Field(None, gt=0)
+    fit_metric: str | None = Field(None, min_length=1, max_length=limits.MAX_NAME_LENGTH)
+    fit_settings: FitSettings | None = None
+    group: str | None = GroupName
+
+    _group = field_validator("group")(classmethod(lambda cls, v: _check_group(v)))
+
+    @field_validator("project", "name", "compute_unit", "fit_metric")
+    @classmethod
+    def _names(cls, v: str | None) -> str | None:
+        return None if v is None else _clean(v, "names")
+
+    _notes = field_validator("notes")(classmethod(lambda cls, v: _check_notes(v)))
+
+    @field_validator("config")
+    @classmethod
+    def _config(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+        return None if v is None else _check_json(v, "config")
+
+    _tags = field_validator("tags")(classmethod(lambda cls, v: _check_tags(v)))
+
+
+class RunPatch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    status: RunStatus | None = None
+    tags: list[str] | None = None
+    notes: str | None = Field(None, max_length=limits.MAX_NOTES_LENGTH)
+    target_compute: FiniteFloat | None = Field(None, gt=0)
+    fit_metric: str | None = Field(None, min_length=1, max_length=limits.MAX_NAME_LENGTH)
+    fit_settings: FitSettings | None = None
+    group: str | None = Field(
+        None, min_length=1, max_length=limits.MAX_GROUP_LENGTH,
+        description="move the run into this group; null takes it out of its group",
+    )
+
+    noise_prior: Literal["project"] | tuple[FiniteFloat, FiniteFloat] | None = Field(
+        None, description=NOISE_PRIOR_HELP + "; the default of the project's runs")
+    b_prior: Literal["project"] | tuple[FiniteFloat, FiniteFloat] | None = Field(
+        None, description=B_PRIOR_HELP + "; the default of the project's runs")
+
+    @field_validator("fit_metric")
+    @classmethod
+    def _metric(cls, v: str | None) -> str | None:
+        return None if v is None else _clean(v, "fit_metric")
+
+    @field_validator("noise_prior")
+    @classmethod
+    def _noise_prior(cls, v: Any) -> Any:
+        return _check_noise_prior(v)
+
+    @field_validator("b_prior")
+    @classmethod
+    def _b_prior(cls, v: Any) -> Any:
+        return _check_b_prior(v)
+
+    _group = field_validator("group")(classmethod(lambda cls, v: _check_group(v)))
+
+    _notes = field_validator("notes")(classmethod(lambda cls, v: _check_notes(v)))
+
+    _tags = field_validator("tags")(classmethod(lambda cls, v: _check_tags(v)))
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> RunPatch:
+        if not self.model_fields_set:
+            raise ValueError("nothing to change: give at least one field")
+        return self
+
+
+class FitSummary(BaseModel):
+    """The compact fit carried by run lists (the full result object: `GET /runs/{id}/fit`)."""
+
+    model_config = ConfigDict(extra="allow")
+    status: str | None = None
+    A: float | None = None
+    B: float | None = None
+    C_mid: float | None = None
+
+
+class RunOut(BaseModel):
+    id: int
+    project: str
+    name: str
+    status: str
+    config: dict[str, Any]
+    tags: list[str]
+    notes: str
+    compute_unit: str
+    target_compute: float | None
+    fit_metric: str
+    fit_metric_reason: str = Field(
+        "", description="why this metric is fitted: set for the run, or which rule recognised it"
+    )
+    fit_settings: dict[str, Any]
+    group: str | None = Field(None, description="the run's group (recipe), if any")
+    created_at: str | None
+    last_seen_at: str | None
+    last_step: int | None
+    last_compute: float | None
+    latest: dict[str, float | None] = Field(description="latest value of each metric")
+    fit: FitSummary | None = Field(description="latest fit summary of the fit metric")
+
+
+class RunList(BaseModel):
+    runs: list[RunOut]
+    total: int
+
+
+class PointIn(BaseModel):
+    step: int = Field(ge=0, le=limits.MAX_STEP)
+    compute: FiniteFloat = Field(ge=0)
+    metrics: dict[str, FiniteFloat] = Field(min_length=1, max_length=limits.MAX_METRICS_PER_POINT)
+    time: FiniteFloat | None = None
+
+
+class PointsIn(BaseModel):
+    points: list[PointIn] = Field(max_length=limits.MAX_POINTS_PER_REQUEST)
+
+
+class IngestResult(BaseModel):
+    accepted: int = Field(description="distinct (metric, step) values stored by this request")
+    updated: int = Field(description="how many of them overwrote an existing value")
+
+
+class PointOut(BaseModel):
+    step: int
+    compute: float
+    value: float
+
+
+class PointsOut(BaseModel):
+    metric: str
+    points: list[PointOut]
+    downsampled: bool
+    total: int = Field(description="points in the requested range before downsampling")
+    next_since_step: int | None = Field(
+        None,
+        description="without max_points, at most 10,000 points are returned by step: pass "
+        "this as since_step for the next page (null: no more)",
+    )
+
+
+class ProjectOut(BaseModel):
+    id: int
+    name: str
+    created_at: str
+    fit_metric: str | None = Field(
+        None, description="The project's default fit metric: runs without their own fit it"
+    )
+    noise_prior: Literal["project"] | tuple[float, float] | None = Field(
+        None, description="The default noise prior of the project's runs (a run's own "
+                          "fit_settings.noise_prior wins)")
+    b_prior: Literal["project"] | tuple[float, float] | None = Field(
+        None, description="The default B prior of the project's runs (a run's own "
+                          "fit_settings.b_prior wins)")
+
+
+class ProjectPatch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    fit_metric: str | None = Field(
+        None, min_length=1, max_length=limits.MAX_NAME_LENGTH,
+        description="The default fit metric of the project's runs; null clears it",
+    )
+
+    noise_prior: Literal["project"] | tuple[FiniteFloat, FiniteFloat] | None = Field(
+        None, description=NOISE_PRIOR_HELP + "; the default of the project's runs")
+    b_prior: Literal["project"] | tuple[FiniteFloat, FiniteFloat] | None = Field(
+        None, description=B_PRIOR_HELP + "; the default of the project's runs")
+
+    @field_validator("fit_metric")
+    @classmethod
+    def _metric(cls, v: str | None) -> str | None:
+        return None if v is None else _clean(v, "fit_metric")
+
+    @field_validator("noise_prior")
+    @classmethod
+    def _noise_prior(cls, v: Any) -> Any:
+        return _check_noise_prior(v)
+
+    @field_validator("b_prior")
+    @classmethod
+    def _b_prior(cls, v: Any) -> Any:
+        return _check_b_prior(v)
