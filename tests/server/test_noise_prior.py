@@ -103,6 +103,13 @@ def test_malformed_priors_are_refused_with_where_and_what(api):
     r = api.post("/api/v1/fit", json={"compute": [1.0, 2.0], "values": [0.1, 0.2],
                                       "noise_prior": [0.99, 0.1]})
     assert r.status_code == 422 and "noise_prior" in r.text
+    # A run's prior given where a project's goes: refused, saying where it belongs (it was
+    # once accepted and silently dropped).
+    for key in ("noise_prior", "b_prior"):
+        r = api.patch(f"/api/v1/runs/{rid}", json={key: "project", "tags": ["t"]})
+        assert r.status_code == 422, r.text
+        assert f"fit_settings.{key}" in r.text and "/api/v1/projects/" in r.text, r.text
+    assert api.get(f"/api/v1/runs/{rid}").json()["tags"] == []
 
 
 def test_a_project_default_applies_to_runs_without_their_own(live_app):

@@ -6,7 +6,7 @@ import json
 from typing import Annotated, Any, Literal
 
 from fastapi import Path
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from scalewatch.server import limits
 from scalewatch.server.fitting.b_prior import check_b_prior
@@ -100,18 +100,25 @@ def _check_tags(tags: list[str] | None) -> list[str] | None:
     return tags
 
 
-def _check_noise_prior(v: Any) -> Any:
-    """A prior on the noise's AR(1) coefficient: [mean in 0..0.98, sd in (0, 1]]."""
-    if isinstance(v, (list, tuple)):
-        check_rho_prior(*v)
-    return v
+class PriorsChecked(BaseModel):
+    """A model with prior fields (``noise_prior``, ``b_prior``: "project", [a, b] or null)
+    checks the explicit ones here, once for every model that has them."""
 
+    @field_validator("noise_prior", check_fields=False)
+    @classmethod
+    def _noise_prior(cls, v: Any) -> Any:
+        """A prior on the noise's AR(1) coefficient: [mean in 0..0.98, sd in (0, 1]]."""
+        if isinstance(v, (list, tuple)):
+            check_rho_prior(*v)
+        return v
 
-def _check_b_prior(v: Any) -> Any:
-    """A t prior on ln B: [centre of ln B, scale in (0, 5]]."""
-    if isinstance(v, (list, tuple)):
-        check_b_prior(*v)
-    return v
+    @field_validator("b_prior", check_fields=False)
+    @classmethod
+    def _b_prior(cls, v: Any) -> Any:
+        """A t prior on ln B: [centre of ln B, scale in (0, 5]]."""
+        if isinstance(v, (list, tuple)):
+            check_b_prior(*v)
+        return v
 
 
 class ErrorOut(BaseModel):

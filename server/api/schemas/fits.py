@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, model_validator
 
 from scalewatch.server import limits
-from scalewatch.server.api.schemas.common import _check_b_prior, _check_noise_prior
+from scalewatch.server.api.schemas.common import PriorsChecked
 from scalewatch.server.api.schemas.runs import FitSummary
 
 # ---- fits --------------------------------------------------------------------------------------
 
 
-class FitRequest(BaseModel):
+class FitRequest(PriorsChecked):
     """Points and knobs in, the result object out (nothing is stored)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -29,16 +29,6 @@ class FitRequest(BaseModel):
         None, description="[mean, sd] of a prior on the evaluation noise's AR(1) coefficient")
     b_prior: tuple[FiniteFloat, FiniteFloat] | None = Field(
         None, description="[centre, scale] of a Student-t prior on ln B (4 degrees of freedom)")
-
-    @field_validator("noise_prior")
-    @classmethod
-    def _noise_prior(cls, v: Any) -> Any:
-        return _check_noise_prior(v)
-
-    @field_validator("b_prior")
-    @classmethod
-    def _b_prior(cls, v: Any) -> Any:
-        return _check_b_prior(v)
 
     @model_validator(mode="after")
     def _check(self) -> FitRequest:

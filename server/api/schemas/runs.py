@@ -10,11 +10,10 @@ from scalewatch.server import limits
 from scalewatch.server.api.schemas.common import (
     GroupName,
     Name,
+    PriorsChecked,
     RunStatus,
-    _check_b_prior,
     _check_group,
     _check_json,
-    _check_noise_prior,
     _check_notes,
     _check_tags,
     _clean,
@@ -31,7 +30,7 @@ NOISE_PRIOR_HELP = (
     "the evaluation set), [mean, sd] gives it; null: none (flat)")
 
 
-class FitSettings(BaseModel):
+class FitSettings(PriorsChecked):
     """Per-run fitting knobs. PATCH merges them; a null value resets a knob to its default."""
 
     model_config = ConfigDict(extra="forbid")
@@ -52,16 +51,6 @@ class FitSettings(BaseModel):
         if v is not None and not v[0] < v[1]:
             raise ValueError("value_range must be [low, high] with low < high")
         return v
-
-    @field_validator("noise_prior")
-    @classmethod
-    def _noise_prior(cls, v: Any) -> Any:
-        return _check_noise_prior(v)
-
-    @field_validator("b_prior")
-    @classmethod
-    def _b_prior(cls, v: Any) -> Any:
-        return _check_b_prior(v)
 
 
 class RunCreate(BaseModel):
@@ -107,25 +96,21 @@ class RunPatch(BaseModel):
         description="move the run into this group; null takes it out of its group",
     )
 
-    noise_prior: Literal["project"] | tuple[FiniteFloat, FiniteFloat] | None = Field(
-        None, description=NOISE_PRIOR_HELP + "; the default of the project's runs")
-    b_prior: Literal["project"] | tuple[FiniteFloat, FiniteFloat] | None = Field(
-        None, description=B_PRIOR_HELP + "; the default of the project's runs")
+    @model_validator(mode="before")
+    @classmethod
+    def _priors_belong_in_fit_settings(cls, data: Any) -> Any:
+        # A run's priors are fit settings; the top-level keys are the project's (PATCH
+        # /projects/{name}).  Said plainly rather than "extra inputs are not permitted".
+        for key in ("noise_prior", "b_prior") if isinstance(data, dict) else ():
+            if key in data:
+                raise ValueError(f"a run's {key} goes in fit_settings.{key}; a project's "
+                                 f"default for its runs is set by PATCH /api/v1/projects/{{name}}")
+        return data
 
     @field_validator("fit_metric")
     @classmethod
     def _metric(cls, v: str | None) -> str | None:
         return None if v is None else _clean(v, "fit_metric")
-
-    @field_validator("noise_prior")
-    @classmethod
-    def _noise_prior(cls, v: Any) -> Any:
-        return _check_noise_prior(v)
-
-    @field_validator("b_prior")
-    @classmethod
-    def _b_prior(cls, v: Any) -> Any:
-        return _check_b_prior(v)
 
     _group = field_validator("group")(classmethod(lambda cls, v: _check_group(v)))
 
@@ -228,7 +213,7 @@ class ProjectOut(BaseModel):
                           "fit_settings.b_prior wins)")
 
 
-class ProjectPatch(BaseModel):
+class ProjectPatch(PriorsChecked):
     model_config = ConfigDict(extra="forbid")
     fit_metric: str | None = Field(
         None, min_length=1, max_length=limits.MAX_NAME_LENGTH,
@@ -244,13 +229,3 @@ class ProjectPatch(BaseModel):
     @classmethod
     def _metric(cls, v: str | None) -> str | None:
         return None if v is None else _clean(v, "fit_metric")
-
-    @field_validator("noise_prior")
-    @classmethod
-    def _noise_prior(cls, v: Any) -> Any:
-        return _check_noise_prior(v)
-
-    @field_validator("b_prior")
-    @classmethod
-    def _b_prior(cls, v: Any) -> Any:
-        return _check_b_prior(v)
