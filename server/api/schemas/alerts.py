@@ -41,7 +41,21 @@ def _check_url(v: str | None) -> str | None:
     return v
 
 
-class RuleCreate(BaseModel):
+class RuleChecked(BaseModel):
+    """The checks a rule's fields get, whether it is created or patched."""
+
+    _group = field_validator("group", check_fields=False)(
+        classmethod(lambda cls, v: _check_group(v)))
+    _url = field_validator("webhook_url", check_fields=False)(_check_url)
+    _nul = field_validator("project", "webhook_secret", check_fields=False)(_no_nul)
+
+    @field_validator("params", check_fields=False)
+    @classmethod
+    def _params(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+        return None if v is None else _check_json(v, "params")
+
+
+class RuleCreate(RuleChecked):
     """An alert rule for one run, for a group (`group`: its pooled fit and its seeds), or
     (`run_id` and `group` null) for every run of a project. The `params` each `kind` takes
     are listed under `params`."""
@@ -54,24 +68,14 @@ class RuleCreate(BaseModel):
         description="a group of the project (not with run_id): asymptote_drop and "
         "asymptote_below watch its pooled fit, seed_off_curve each of its seeds",
     )
-
-    _group = field_validator("group")(classmethod(lambda cls, v: _check_group(v)))
     kind: AlertKind
     params: dict[str, Any] = Field(default_factory=dict, description=PARAMS_HELP)
     webhook_url: str | None = Field(None, max_length=MAX_URL)
     webhook_secret: str | None = Field(None, min_length=1, max_length=MAX_SECRET)
     enabled: bool = True
 
-    _url = field_validator("webhook_url")(_check_url)
-    _nul = field_validator("project", "webhook_secret")(_no_nul)
 
-    @field_validator("params")
-    @classmethod
-    def _params(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
-        return None if v is None else _check_json(v, "params")
-
-
-class RulePatch(BaseModel):
+class RulePatch(RuleChecked):
     """Fields to change; changing kind without params resets params to the kind's defaults."""
 
     model_config = ConfigDict(extra="forbid")
@@ -79,20 +83,10 @@ class RulePatch(BaseModel):
     run_id: int | None = Field(None, ge=1, le=ID_MAX)
     group: str | None = Field(None, min_length=1, max_length=limits.MAX_GROUP_LENGTH)
     kind: AlertKind | None = None
-
-    _group = field_validator("group")(classmethod(lambda cls, v: _check_group(v)))
     params: dict[str, Any] | None = Field(None, description=PARAMS_HELP)
     webhook_url: str | None = Field(None, max_length=MAX_URL)
     webhook_secret: str | None = Field(None, min_length=1, max_length=MAX_SECRET)
     enabled: bool | None = None
-
-    _url = field_validator("webhook_url")(_check_url)
-    _nul = field_validator("project", "webhook_secret")(_no_nul)
-
-    @field_validator("params")
-    @classmethod
-    def _params(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
-        return None if v is None else _check_json(v, "params")
 
 
 class RuleOut(BaseModel):
