@@ -13,9 +13,9 @@ from scalewatch.server.alerts.rules import KIND_HELP
 from scalewatch.server.api.schemas.common import (
     ID_MAX,
     AlertState,
-    _check_group,
-    _check_json,
-    _utf8,
+    check_group,
+    check_json,
+    check_utf8,
 )
 
 # ---- alerts ------------------------------------------------------------------------------------
@@ -27,7 +27,7 @@ PARAMS_HELP = "Parameters of the kind (defaults filled in): " + "; ".join(
 
 def _no_nul(v: str | None) -> str | None:
     if v is not None:
-        _utf8(v, "text")
+        check_utf8(v, "text")
     # PostgreSQL text cannot hold NUL: a clear 422 instead of a failed INSERT.
     if v is not None and "\x00" in v:
         raise ValueError("must not contain NUL characters")
@@ -45,14 +45,14 @@ class RuleChecked(BaseModel):
     """The checks a rule's fields get, whether it is created or patched."""
 
     _group = field_validator("group", check_fields=False)(
-        classmethod(lambda cls, v: _check_group(v)))
+        classmethod(lambda cls, v: check_group(v)))
     _url = field_validator("webhook_url", check_fields=False)(_check_url)
     _nul = field_validator("project", "webhook_secret", check_fields=False)(_no_nul)
 
     @field_validator("params", check_fields=False)
     @classmethod
     def _params(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
-        return None if v is None else _check_json(v, "params")
+        return None if v is None else check_json(v, "params")
 
 
 class RuleCreate(RuleChecked):

@@ -36,14 +36,14 @@ def utf8_problem(text: str) -> bool:
     return False
 
 
-def _utf8(text: str, what: str) -> str:
+def check_utf8(text: str, what: str) -> str:
     if utf8_problem(text):
         raise ValueError(f"{what} must be valid UTF-8 text (no lone surrogates)")
     return text
 
 
-def _clean(text: str, what: str) -> str:
-    _utf8(text, what)
+def clean_text(text: str, what: str) -> str:
+    check_utf8(text, what)
     # PostgreSQL text cannot hold NUL; reject it up front instead of failing at INSERT time.
     if "\x00" in text:
         raise ValueError(f"{what} must not contain NUL characters")
@@ -52,7 +52,7 @@ def _clean(text: str, what: str) -> str:
     return text
 
 
-def _check_json(value: dict[str, Any], what: str) -> dict[str, Any]:
+def check_json(value: dict[str, Any], what: str) -> dict[str, Any]:
     try:
         encoded = json.dumps(value, allow_nan=False)
     except (ValueError, TypeError) as exc:
@@ -68,9 +68,9 @@ def _check_json(value: dict[str, Any], what: str) -> dict[str, Any]:
     return value
 
 
-def _check_notes(notes: str | None) -> str | None:
+def check_notes(notes: str | None) -> str | None:
     if notes is not None:
-        _utf8(notes, "notes")
+        check_utf8(notes, "notes")
     if notes is not None and "\x00" in notes:
         raise ValueError("notes must not contain NUL characters")
     return notes
@@ -84,11 +84,11 @@ GroupName = Field(
 )
 
 
-def _check_group(v: str | None) -> str | None:
-    return None if v is None else _clean(v, "group")
+def check_group(v: str | None) -> str | None:
+    return None if v is None else clean_text(v, "group")
 
 
-def _check_tags(tags: list[str] | None) -> list[str] | None:
+def check_tags(tags: list[str] | None) -> list[str] | None:
     if tags is None:
         return None
     if len(tags) > limits.MAX_TAGS:
@@ -96,7 +96,7 @@ def _check_tags(tags: list[str] | None) -> list[str] | None:
     for t in tags:
         if len(t) > limits.MAX_TAG_LENGTH:
             raise ValueError(f"tag longer than {limits.MAX_TAG_LENGTH} characters")
-        _clean(t, "tags")
+        clean_text(t, "tags")
     return tags
 
 

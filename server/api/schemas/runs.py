@@ -12,11 +12,11 @@ from scalewatch.server.api.schemas.common import (
     Name,
     PriorsChecked,
     RunStatus,
-    _check_group,
-    _check_json,
-    _check_notes,
-    _check_tags,
-    _clean,
+    check_group,
+    check_json,
+    check_notes,
+    check_tags,
+    clean_text,
 )
 
 B_PRIOR_HELP = (
@@ -66,21 +66,21 @@ class RunCreate(BaseModel):
     fit_settings: FitSettings | None = None
     group: str | None = GroupName
 
-    _group = field_validator("group")(classmethod(lambda cls, v: _check_group(v)))
+    _group = field_validator("group")(classmethod(lambda cls, v: check_group(v)))
 
     @field_validator("project", "name", "compute_unit", "fit_metric")
     @classmethod
     def _names(cls, v: str | None) -> str | None:
-        return None if v is None else _clean(v, "names")
+        return None if v is None else clean_text(v, "names")
 
-    _notes = field_validator("notes")(classmethod(lambda cls, v: _check_notes(v)))
+    _notes = field_validator("notes")(classmethod(lambda cls, v: check_notes(v)))
 
     @field_validator("config")
     @classmethod
     def _config(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
-        return None if v is None else _check_json(v, "config")
+        return None if v is None else check_json(v, "config")
 
-    _tags = field_validator("tags")(classmethod(lambda cls, v: _check_tags(v)))
+    _tags = field_validator("tags")(classmethod(lambda cls, v: check_tags(v)))
 
 
 class RunPatch(BaseModel):
@@ -110,13 +110,13 @@ class RunPatch(BaseModel):
     @field_validator("fit_metric")
     @classmethod
     def _metric(cls, v: str | None) -> str | None:
-        return None if v is None else _clean(v, "fit_metric")
+        return None if v is None else clean_text(v, "fit_metric")
 
-    _group = field_validator("group")(classmethod(lambda cls, v: _check_group(v)))
+    _group = field_validator("group")(classmethod(lambda cls, v: check_group(v)))
 
-    _notes = field_validator("notes")(classmethod(lambda cls, v: _check_notes(v)))
+    _notes = field_validator("notes")(classmethod(lambda cls, v: check_notes(v)))
 
-    _tags = field_validator("tags")(classmethod(lambda cls, v: _check_tags(v)))
+    _tags = field_validator("tags")(classmethod(lambda cls, v: check_tags(v)))
 
     @model_validator(mode="after")
     def _not_empty(self) -> RunPatch:
@@ -228,4 +228,4 @@ class ProjectPatch(PriorsChecked):
     @field_validator("fit_metric")
     @classmethod
     def _metric(cls, v: str | None) -> str | None:
-        return None if v is None else _clean(v, "fit_metric")
+        return None if v is None else clean_text(v, "fit_metric")

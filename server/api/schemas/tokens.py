@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from scalewatch.server.api.schemas.common import Name, _clean
+from scalewatch.server.api.schemas.common import Name, clean_text
 
 
 class TokenCreate(BaseModel):
@@ -17,7 +17,7 @@ class TokenCreate(BaseModel):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        return _clean(v, "name")
+        return clean_text(v, "name")
 
 
 class TokenOut(BaseModel):
