@@ -69,6 +69,9 @@ def test_rule_crud_and_secret_never_returned(api):
         ({"kind": "asymptote_drop", "webhook_url": "ftp://x"}, "http"),
         ({"kind": "asymptote_drop", "extra": 1}, "extra"),
         ({"kind": "asymptote_drop", "project": ""}, "project"),
+        ({"kind": "asymptote_drop", "project": "p\x00q"}, "project must not contain NUL"),
+        ({"kind": "asymptote_drop", "webhook_secret": "s\x00"},
+         "webhook_secret must not contain NUL"),
     ],
 )
 def test_rule_validation_is_a_clear_422(api, body, needle):

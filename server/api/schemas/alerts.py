@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from scalewatch.server import limits
 from scalewatch.server.alerts.checks import MAX_SECRET, MAX_URL, url_problem
@@ -13,9 +13,9 @@ from scalewatch.server.alerts.rules import KIND_HELP
 from scalewatch.server.api.schemas.common import (
     ID_MAX,
     AlertState,
+    check_free_text,
     check_group,
     check_json,
-    check_utf8,
 )
 
 # ---- alerts ------------------------------------------------------------------------------------
@@ -23,15 +23,6 @@ from scalewatch.server.api.schemas.common import (
 PARAMS_HELP = "Parameters of the kind (defaults filled in): " + "; ".join(
     f"**{k.value}**: {v}" for k, v in KIND_HELP.items()
 )
-
-
-def _no_nul(v: str | None) -> str | None:
-    if v is not None:
-        check_utf8(v, "text")
-    # PostgreSQL text cannot hold NUL: a clear 422 instead of a failed INSERT.
-    if v is not None and "\x00" in v:
-        raise ValueError("must not contain NUL characters")
-    return v
 
 
 def _check_url(v: str | None) -> str | None:
@@ -47,7 +38,11 @@ class RuleChecked(BaseModel):
     _group = field_validator("group", check_fields=False)(
         classmethod(lambda cls, v: check_group(v)))
     _url = field_validator("webhook_url", check_fields=False)(_check_url)
-    _nul = field_validator("project", "webhook_secret", check_fields=False)(_no_nul)
+
+    @field_validator("project", "webhook_secret", check_fields=False)
+    @classmethod
+    def _text(cls, v: str | None, info: ValidationInfo) -> str | None:
+        return check_free_text(v, str(info.field_name))
 
     @field_validator("params", check_fields=False)
     @classmethod

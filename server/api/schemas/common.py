@@ -68,12 +68,14 @@ def check_json(value: dict[str, Any], what: str) -> dict[str, Any]:
     return value
 
 
-def check_notes(notes: str | None) -> str | None:
-    if notes is not None:
-        check_utf8(notes, "notes")
-    if notes is not None and "\x00" in notes:
-        raise ValueError("notes must not contain NUL characters")
-    return notes
+def check_free_text(text: str | None, what: str) -> str | None:
+    """Text a person types (notes, a secret): anything, blank too, but valid UTF-8 without NUL
+    (PostgreSQL text cannot hold NUL: a clear 422 instead of a failed INSERT)."""
+    if text is not None:
+        check_utf8(text, what)
+        if "\x00" in text:
+            raise ValueError(f"{what} must not contain NUL characters")
+    return text
 
 
 GroupName = Field(

@@ -12,9 +12,9 @@ from scalewatch.server.api.schemas.common import (
     Name,
     PriorsChecked,
     RunStatus,
+    check_free_text,
     check_group,
     check_json,
-    check_notes,
     check_tags,
     clean_text,
 )
@@ -73,7 +73,7 @@ class RunCreate(BaseModel):
     def _names(cls, v: str | None) -> str | None:
         return None if v is None else clean_text(v, "names")
 
-    _notes = field_validator("notes")(classmethod(lambda cls, v: check_notes(v)))
+    _notes = field_validator("notes")(classmethod(lambda cls, v: check_free_text(v, "notes")))
 
     @field_validator("config")
     @classmethod
@@ -114,7 +114,7 @@ class RunPatch(BaseModel):
 
     _group = field_validator("group")(classmethod(lambda cls, v: check_group(v)))
 
-    _notes = field_validator("notes")(classmethod(lambda cls, v: check_notes(v)))
+    _notes = field_validator("notes")(classmethod(lambda cls, v: check_free_text(v, "notes")))
 
     _tags = field_validator("tags")(classmethod(lambda cls, v: check_tags(v)))
 
