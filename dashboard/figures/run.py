@@ -60,15 +60,15 @@ def prior_caption(prior: dict[str, Any]) -> str:
     the first, beside the parameters and the forecast, they ran past the chart's right edge.
     The opt-in noise prior, the drift allowance the project's finished runs set (on the noise
     prior's line when there is one) and the opt-in B prior."""
-    lines = []
+    noise = []  # the noise prior and the drift allowance share a line
     rho = prior.get("rho") or {}
     if rho.get("mean") is not None:
-        lines.append(f"noise prior ρ {rho['mean']:.2f} ± {rho['sd']:.2f}"
+        noise.append(f"noise prior ρ {rho['mean']:.2f} ± {rho['sd']:.2f}"
                      + _learned_from(prior.get("finished_runs")))
     if prior.get("drift_rate") is not None:  # the project's own misspecification allowance
-        drift = (f"drift allowance {prior['drift_rate']:.3f} per ln(compute) from "
-                 f"{prior.get('hindcasts')} hindcasts")
-        lines[-1:] = [" · ".join([*lines[-1:], drift])] if lines else [drift]
+        noise.append(f"drift allowance {prior['drift_rate']:.3f} per ln(compute) from "
+                     f"{prior.get('hindcasts')} hindcasts")
+    lines = [" · ".join(noise)] if noise else []
     b = prior.get("B") or {}
     if b.get("median") is not None:  # a t prior on ln B: its median and its ±1-scale factor
         lines.append(f"B prior {b['median']:.2f} ×/÷ {math.exp(b['log_sd']):.2f}"

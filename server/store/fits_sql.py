@@ -46,10 +46,10 @@ def finished_runs_teach(s: Session, project_id: int, metric: str,
                         but: int | None = None) -> dict[str, list]:
     """What the newest finished runs of a project (but run `but`; ``LEARN_FROM_NEWEST``)
     teach its fits -- the drift allowance, and the opt-in priors -- from the summaries of
-    their latest fits of `metric`:
-    their noise posteriors (rho mean, sd), their hindcasts, the B intervals of those whose A
-    is identified, and which of them have no hindcast yet (fitted before they finished, or
-    before hindcasts existed): (run id, metric) pairs for the refitter to queue."""
+    their latest fits of `metric`: their noise posteriors (rho mean, sd), their hindcasts,
+    the B intervals of those whose A is identified, and which of them have no hindcast yet
+    (fitted before they finished, or before hindcasts existed): (run id, metric) pairs for
+    the refitter to queue."""
     query = (
         select(Run.id, Fit.summary)
         .select_from(Run)
