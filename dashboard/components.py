@@ -7,13 +7,14 @@ import csv
 import io
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import flask
 from dash import ClientsideFunction, Dash, Input, Output, dash_table, html
 
 from scalewatch.dashboard.auth import has_scope, request_info
 from scalewatch.server.store.base import Store
+from scalewatch.server.store.scoped import scoped
 
 GRAPH_CONFIG: dict[str, Any] = {
     "displaylogo": False,
@@ -30,7 +31,14 @@ class DashContext:
 
     @property
     def store(self) -> Store:
-        return self.state.store
+        """The store as the current request's token may use it: a session opened with a
+        project-scoped token sees and changes only its projects, on every page and callback
+        (`ScopedStore`; another project's run or alert is "not found")."""
+        if not self.auth or not flask.has_request_context():
+            return self.state.store
+        req = flask.request
+        info = request_info(self.state, dict(req.headers), dict(req.cookies))
+        return cast(Store, scoped(self.state.store, info))
 
     @property
     def auth(self) -> bool:

@@ -189,7 +189,8 @@ def _token_http(args: argparse.Namespace) -> int:
         return 2
     method, url, body = "GET", base, None
     if args.token_command == "create":
-        method, body = "POST", json.dumps({"name": args.name, "scope": args.scope}).encode()
+        fields = {"name": args.name, "scope": args.scope, "projects": args.projects}
+        method, body = "POST", json.dumps(fields).encode()
     elif args.token_command == "revoke":
         method, url = "DELETE", f"{base}/{args.id}"
     req = urllib.request.Request(url, data=body, method=method, headers={
@@ -210,8 +211,8 @@ def _token_http(args: argparse.Namespace) -> int:
     if args.token_command == "create":
         created = json.loads(raw)
         print(created["token"])
-        print(f"(token {created['id']} '{created['name']}', scope {created['scope']}: "
-              "shown only once)", file=sys.stderr)
+        print(f"(token {created['id']} '{created['name']}', scope {created['scope']}"
+              f"{_limited_to(created)}: shown only once)", file=sys.stderr)
     elif args.token_command == "list":
         _print_tokens(json.loads(raw)["tokens"])
     else:
@@ -219,10 +220,16 @@ def _token_http(args: argparse.Namespace) -> int:
     return 0
 
 
+def _limited_to(token: dict) -> str:
+    projects = token.get("projects")
+    return f", projects {', '.join(projects)}" if projects else ""
+
+
 def _print_tokens(tokens: list[dict]) -> None:
     for t in tokens:
         state = "revoked" if t["revoked"] else "active"
-        print(f"{t['id']:>4}  {t['prefix']}…  {t['scope']:<6} {state:<8} {t['name']}")
+        print(f"{t['id']:>4}  {t['prefix']}…  {t['scope']:<6} {state:<8} {t['name']}"
+              f"{_limited_to(t)}")
 
 
 def cmd_token(args: argparse.Namespace) -> int:
@@ -230,10 +237,15 @@ def cmd_token(args: argparse.Namespace) -> int:
         return _token_http(args)
     store = _token_store(args)
     if args.token_command == "create":
-        info, token = store.create_token(args.name, args.scope)
+        try:
+            info, token = store.create_token(args.name, args.scope, args.projects)
+        except ValueError as exc:
+            print(f"scalewatch: {exc}", file=sys.stderr)
+            return 2
         print(token)
         print(
-            f"(token {info['id']} '{info['name']}', scope {info['scope']}: shown only once)",
+            f"(token {info['id']} '{info['name']}', scope {info['scope']}{_limited_to(info)}: "
+            "shown only once)",
             file=sys.stderr,
         )
     elif args.token_command == "list":
@@ -295,6 +307,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     q = tsub.add_parser("create", help="create a token and print it once")
     q.add_argument("--scope", choices=["read", "write", "admin"], default="write")
     q.add_argument("--name", required=True)
+    q.add_argument(
+        "--project", action="append", dest="projects", metavar="PROJECT", default=None,
+        help="limit the token to this project (repeat for several); default: every project",
+    )
     _token_target_options(q, create=True)
     q = tsub.add_parser("list", help="list tokens (never their secrets)")
     _token_target_options(q)

@@ -39,6 +39,7 @@ __all__ = [
     "MAX_STEP",
     "MAX_TAGS",
     "MAX_TAG_LENGTH",
+    "MAX_TOKEN_PROJECTS",
 ]
 
 # Cap on what a gzip body may inflate to (zip bombs); the raw cap is MAX_BODY_BYTES.
@@ -56,3 +57,5 @@ MAX_FIT_POINTS = 100_000  # POST /api/v1/fit
 # larger requests are thinned to this many points (evenly spaced in compute order).
 MAX_PAPER_FIT_POINTS = 500
 MAX_COMPARE_RUNS = 20
+# POST /api/v1/tokens and `scalewatch token create --project`: projects one token may be limited to.
+MAX_TOKEN_PROJECTS = 100

@@ -91,7 +91,8 @@ ONLY_IN: dict[tuple[str, str], set[str]] = {
 # (unit, imported unit) -> the only modules of it that unit may import: readers of the store
 # see its protocol and record types, never the SQL implementation.
 NARROW: dict[tuple[str, str], tuple[str, ...]] = {
-    ("dashboard", "server.store"): ("server.store.base", "server.store.fit_records"),
+    ("dashboard", "server.store"): ("server.store.base", "server.store.fit_records",
+                                    "server.store.scoped"),  # a token's view of the store
     ("server.services", "server.store"): ("server.store.base", "server.store.fit_records"),
     ("server.refit", "server.store"): ("server.store.base", "server.store.fit_records"),
     ("server.alerts", "server.store"): ("server.store.base", "server.store.fit_records"),

@@ -30,9 +30,41 @@ class Target:
     address: str  # the checked IP the request connects to
 
 
-def _allowed(ip: ipaddress.IPv4Address | ipaddress.IPv6Address, allow_private: bool) -> bool:
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+IP = ipaddress.IPv4Address | ipaddress.IPv6Address
+# IPv6 prefixes that carry an IPv4 address in their last 32 bits: NAT64 (RFC 6052's well-known
+# prefix and RFC 8215's local-use one) and the deprecated IPv4-compatible form (::a.b.c.d).
+_NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
+_V4_COMPATIBLE = ipaddress.ip_network("::/96")
+
+
+def _translated_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address a packet to `ip` is delivered to, for the forms that are that address
+    (mapped, NAT64, IPv4-compatible); None for any other IPv6 address."""
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    if any(ip in net for net in _NAT64) or (ip in _V4_COMPATIBLE and int(ip) > 1):
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return None
+
+
+def _tunnelled_ipv4(ip: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """IPv4 addresses a tunnelling form routes through: 6to4 (2002:AABB:CCDD::, via the
+    relay to A.B.C.D) and Teredo (its server and client)."""
+    found = [ip.sixtofour] if ip.sixtofour is not None else []
+    if ip.teredo is not None:
+        found.extend(ip.teredo)
+    return found
+
+
+def _allowed(ip: IP, allow_private: bool) -> bool:
+    if isinstance(ip, ipaddress.IPv6Address):
+        # An IPv4 address inside an IPv6 one is checked as that IPv4 address: otherwise
+        # http://[2002:a9fe:a9fe::]/ (6to4 of 169.254.169.254) passes as a "global" address.
+        v4 = _translated_ipv4(ip)
+        if v4 is not None:
+            return _allowed(v4, allow_private)
+        if not all(_allowed(t, allow_private) for t in _tunnelled_ipv4(ip)):
+            return False
     # Never: link-local (cloud metadata lives there), multicast, unspecified, reserved.
     if ip.is_link_local or ip.is_multicast or ip.is_unspecified or ip.is_reserved:
         return False

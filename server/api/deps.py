@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 from fastapi import Depends, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
@@ -14,12 +14,19 @@ from scalewatch.server.api.guards import bearer_from_header
 from scalewatch.server.config import Settings
 from scalewatch.server.scopes import SCOPE_RANK
 from scalewatch.server.store.base import Store, TokenStore
+from scalewatch.server.store.scoped import ScopedStore, scoped, token_projects
 
 
 # Async, though they only read app state: FastAPI runs a plain `def` dependency in its thread
 # pool, a thread hop per dependency per request.
 async def get_store(request: Request) -> Store:
-    return request.app.state.store
+    """The store as the caller's token may use it: limited to its projects when the token is
+    project-scoped (`ScopedStore`), so handlers and the services they call cannot reach
+    another project's runs, alerts or rules whatever they are asked."""
+    store = request.app.state.store
+    if not request.app.state.settings.auth:
+        return store
+    return cast(Store, scoped(store, await caller(request)))
 
 
 async def get_settings(request: Request) -> Settings:
@@ -107,6 +114,87 @@ def _in_scope(info: dict[str, Any] | None, scope: str) -> dict[str, Any]:
     return info
 
 
+async def caller(request: Request) -> dict[str, Any] | None:
+    """The record of the request's bearer token, scope unchecked (None: none, unknown or
+    revoked; the scope dependencies answer those 401). Looked up once per request."""
+    if "sw_token" in request.scope:
+        return request.scope["sw_token"]
+    token = bearer_token(request)
+    info = None
+    if token:
+        cached, info = request.app.state.token_cache.peek(token)
+        if not cached:
+            info = await run_in_threadpool(
+                request.app.state.token_cache.get, request.app.state.store, token
+            )
+    request.scope["sw_token"] = info
+    return info
+
+
+def _check_ids(
+    store: Store, projects: tuple[str, ...], runs: list[int], alert: int | None, rule: int | None
+) -> None:
+    limited = ScopedStore(store, projects)
+    if runs:
+        limited.check_runs(runs)
+    if alert is not None:
+        limited.check_alert(alert)
+    if rule is not None:
+        limited.check_rule(rule)
+
+
+def _ids(values: list[str]) -> list[int]:
+    # Ids that are not ids are left to the route's own validation (a 422 naming the field).
+    return [int(v) for v in values if v.isdigit() and len(v) < 12]
+
+
+async def project_guard(request: Request) -> None:
+    """A project-scoped token's check, before the route runs (and before any body is read):
+    a project named in the path or query outside its list is 403; a run, alert or alert rule
+    (path id, or `run=` in the query) of another project is 404, worded as for one that does
+    not exist. Unscoped tokens pass untouched. Projects named in bodies, and everything a
+    handler reads, are limited by the scoped store (`get_store`)."""
+    if not request.app.state.settings.auth:
+        return
+    projects = token_projects(await caller(request))
+    if projects is None:
+        return
+    path = request.path_params
+    names = request.query_params.getlist("project")
+    if "project" in path:
+        names.append(str(path["project"]))
+    for name in names:
+        if name not in projects:
+            raise HTTPException(
+                403, f"this token is limited to projects {list(projects)}; "
+                f"project {name!r} is not one of them"
+            )
+    runs = _ids([str(path["run_id"])] if "run_id" in path else [])
+    runs += _ids(request.query_params.getlist("run"))
+    alert = _ids([str(path["alert_id"])]) if "alert_id" in path else []
+    rule = _ids([str(path["rule_id"])]) if "rule_id" in path else []
+    if runs or alert or rule:
+        await run_in_threadpool(
+            _check_ids, request.app.state.store, projects, runs,
+            alert[0] if alert else None, rule[0] if rule else None,
+        )
+
+
+def check_project(store: Store, project: str) -> None:
+    """403 for a project outside a project-scoped token's list, named in a body: for handlers
+    that check the body against the store before writing (the write itself is refused by the
+    scoped store anyway; this makes the refusal the first answer)."""
+    if isinstance(store, ScopedStore):
+        store.check_project(project)
+
+
+async def unscoped_only(request: Request) -> None:
+    """Token management is for unscoped tokens: a project-scoped admin token could otherwise
+    mint itself an unscoped one."""
+    if request.app.state.settings.auth and token_projects(await caller(request)) is not None:
+        raise HTTPException(403, "a project-scoped token cannot manage tokens")
+
+
 def require(scope: str):  # noqa: ANN201 - a FastAPI dependency
     # Async: FastAPI runs a plain `def` dependency in its thread pool, a thread hop on every
     # API request (~0.5 ms of a 1,000-value ingest on 2 busy cores). Only a token the cache
@@ -118,8 +206,11 @@ def require(scope: str):  # noqa: ANN201 - a FastAPI dependency
         if token:
             cached, info = request.app.state.token_cache.peek(token)
             if cached:
+                request.scope["sw_token"] = info
                 return _in_scope(info, scope)
-        return await run_in_threadpool(authenticate, request, scope)
+        info = await run_in_threadpool(authenticate, request, scope)
+        request.scope["sw_token"] = info
+        return info
 
     dependency.__name__ = f"require_{scope}"
     return Depends(dependency)
@@ -128,6 +219,8 @@ def require(scope: str):  # noqa: ANN201 - a FastAPI dependency
 READ = require("read")
 WRITE = require("write")
 ADMIN = require("admin")
+PROJECTS = Depends(project_guard)  # on every router whose routes touch a project's data
+UNSCOPED = Depends(unscoped_only)
 
 # Documented on every authenticated route so clients (and schemathesis) know what to expect.
 AUTH_RESPONSES: dict[int | str, dict[str, Any]] = {

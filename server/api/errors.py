@@ -29,6 +29,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from scalewatch.server.background import outage
 from scalewatch.server.services.compare import MixedMetrics
 from scalewatch.server.store import NotFound
+from scalewatch.server.store.scoped import ProjectDenied
 
 log = logging.getLogger("scalewatch")
 
@@ -110,6 +111,10 @@ def normalize(status: int, content: Any) -> dict[str, Any]:
 
 async def not_found(_request: Request, exc: Exception) -> JSONResponse:
     return error_response(404, str(exc))
+
+
+async def project_denied(_request: Request, exc: Exception) -> JSONResponse:
+    return error_response(403, str(exc))  # a project-scoped token, another project's name
 
 
 async def mixed_metrics(_request: Request, exc: Exception) -> JSONResponse:
@@ -264,6 +269,7 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(Exception, internal_error)
     app.add_exception_handler(RecursionError, nested_too_deeply)
     app.add_exception_handler(NotFound, not_found)
+    app.add_exception_handler(ProjectDenied, project_denied)  # a NotFound, answered 403
     app.add_exception_handler(MixedMetrics, mixed_metrics)
     app.add_exception_handler(RequestValidationError, invalid_request)
     app.add_exception_handler(DataError, bad_value)

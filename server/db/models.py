@@ -199,6 +199,8 @@ class ApiToken(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     revoked: Mapped[bool] = mapped_column(Boolean, default=False)
+    # The project names this token may touch (migration 0013); NULL: every project.
+    projects: Mapped[Any] = mapped_column(JSON, nullable=True)
 
 
 class DashboardSession(Base):

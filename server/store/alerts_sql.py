@@ -9,6 +9,7 @@ Invariants kept by the database, not by the caller:
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import and_, delete, func, or_, select, update
@@ -105,11 +106,18 @@ class AlertsMixin(SqlBase):
                 raise NotFound(f"alert rule {rule_id} not found")
             return _rule_dict(rule)
 
-    def list_alert_rules(self, project: str | None = None, run_id: int | None = None) -> list[dict]:
+    def list_alert_rules(
+        self,
+        project: str | None = None,
+        run_id: int | None = None,
+        projects: Sequence[str] | None = None,
+    ) -> list[dict]:
         with self.session() as s:
             q = select(AlertRule).order_by(AlertRule.id)
             if project is not None:
                 q = q.where(AlertRule.project == project)
+            if projects is not None:  # a project-scoped token's list
+                q = q.where(AlertRule.project.in_(list(projects)))
             if run_id is not None:
                 # Its own rules, the project-wide ones and its group's.
                 group = select(Run.group_name).where(Run.id == run_id).scalar_subquery()
@@ -341,12 +349,16 @@ class AlertsMixin(SqlBase):
         limit: int = 100,
         offset: int = 0,
         group: str | None = None,
+        projects: Sequence[str] | None = None,
     ) -> tuple[list[dict], int]:
-        """Alerts, newest first. `state`: open | acknowledged | resolved | active (open+ack)."""
+        """Alerts, newest first. `state`: open | acknowledged | resolved | active (open+ack).
+        `projects`: only alerts of these projects (a project-scoped token's list)."""
         with self.session() as s:
             q = select(Alert.id)
             if project is not None:
                 q = q.where(Alert.project == project)
+            if projects is not None:
+                q = q.where(Alert.project.in_(list(projects)))
             if group is not None:
                 q = q.where(Alert.group_name == group)
             if run_id is not None:
@@ -363,6 +375,16 @@ class AlertsMixin(SqlBase):
                 .order_by(Alert.id.desc())
             ).all()
             return [_alert_dict(a, name) for a, name in rows], total
+
+    def rule_project(self, rule_id: int) -> str | None:
+        """The project of an alert rule (None: no such rule)."""
+        with self.session() as s:
+            return s.scalar(select(AlertRule.project).where(AlertRule.id == rule_id))
+
+    def alert_project(self, alert_id: int) -> str | None:
+        """The project of an alert (None: no such alert)."""
+        with self.session() as s:
+            return s.scalar(select(Alert.project).where(Alert.id == alert_id))
 
     def get_alert(self, alert_id: int) -> dict:
         with self.session() as s:

@@ -9,6 +9,7 @@ from datetime import timedelta, timezone
 from sqlalchemy import delete, func, select, update
 
 from scalewatch.server.db.models import ApiToken, DashboardSession, utcnow
+from scalewatch.server.limits import MAX_NAME_LENGTH, MAX_TOKEN_PROJECTS
 from scalewatch.server.scopes import SCOPES
 from scalewatch.server.store.common import SqlBase, iso
 
@@ -21,9 +22,20 @@ def hash_token(token: str) -> str:
 
 
 class TokensMixin(SqlBase):
-    def create_token(self, name: str, scope: str) -> tuple[dict, str]:
+    def create_token(
+        self, name: str, scope: str, projects: list[str] | None = None
+    ) -> tuple[dict, str]:
+        """A new token (its record, the secret shown once). `projects`: the project names it is
+        limited to; None, every project (an empty list is refused: a token for nothing)."""
         if scope not in SCOPES:
             raise ValueError(f"scope must be one of {', '.join(SCOPES)}")
+        if projects is not None:
+            projects = list(dict.fromkeys(projects))
+            if not projects or len(projects) > MAX_TOKEN_PROJECTS:
+                raise ValueError(f"a token is limited to 1 to {MAX_TOKEN_PROJECTS} projects")
+            for p in projects:
+                if not p.strip() or len(p) > MAX_NAME_LENGTH or "\x00" in p:
+                    raise ValueError(f"project {p!r} is not a project name")
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
         with self.session() as s:
             row = ApiToken(
@@ -33,6 +45,7 @@ class TokensMixin(SqlBase):
                 prefix=token[:10],
                 created_at=utcnow(),
                 revoked=False,
+                projects=projects,
             )
             s.add(row)
             s.flush()
@@ -118,4 +131,6 @@ class TokensMixin(SqlBase):
             "created_at": iso(t.created_at),
             "last_used_at": iso(t.last_used_at),
             "revoked": t.revoked,
+            # None: every project. Carried by the token cache with the scope.
+            "projects": list(t.projects) if t.projects is not None else None,
         }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -107,3 +108,197 @@ def test_tokens_are_stored_hashed_and_revocable(authed):
     assert client.delete(f"/api/v1/tokens/{new['id']}", headers=admin).status_code == 204
     listed = client.get("/api/v1/tokens", headers=admin).json()["tokens"]
     assert all("token" not in t for t in listed)
+
+
+# --- the project axis: tokens limited to projects (issue 35) ----------------------------------
+# Every route, with a token of the scope it needs limited to project P: on P's runs, alerts,
+# rules and name it is allowed; on Q's it is refused (a project named by the caller: 403; an id
+# of another project's run, alert or rule: 404, as for one that does not exist) and Q's data is
+# left as it was. A route added without a case here fails the test.
+
+Request = tuple[str, dict]  # (url, keyword arguments of client.request)
+
+
+class World:
+    """One project's runs, alert rule and alert, made with an unscoped admin token."""
+
+    def __init__(self, app, client, admin: dict[str, str], project: str) -> None:
+        self.app, self.client, self.admin, self.project = app, client, admin, project
+        self.run = self.new_run("r")
+        pts = [{"step": s, "compute": float(s), "metrics": {"m": 0.1 + s / 100}}
+               for s in range(1, 30)]
+        r = client.post(f"/api/v1/runs/{self.run}/points", json={"points": pts}, headers=admin)
+        assert r.status_code == 200, r.text
+        self.rule = self.new_rule()
+        rule = app.state.store.get_alert_rule(self.rule)
+        self.alert = app.state.store.open_alert(rule, self.run, "m", {}, None)["id"]
+
+    def new_run(self, name: str) -> int:
+        r = self.client.post("/api/v1/runs", json={"project": self.project, "name": name,
+                                                   "group": "g"}, headers=self.admin)
+        assert r.status_code in (200, 201), r.text
+        return int(r.json()["id"])
+
+    def new_rule(self) -> int:
+        r = self.client.post("/api/v1/alert-rules", json=self.rule_body(), headers=self.admin)
+        assert r.status_code == 201, r.text
+        return int(r.json()["id"])
+
+    def rule_body(self) -> dict:
+        return {"project": self.project, "kind": "asymptote_drop", "run_id": self.run}
+
+    def snapshot(self) -> list:
+        """What a refused request must not change: the project's runs, rules, alerts."""
+        got = []
+        for url in ("/api/v1/runs", "/api/v1/alert-rules", "/api/v1/alerts"):
+            r = self.client.get(url, params={"project": self.project}, headers=self.admin)
+            got.append(r.json())
+        got.append(self.client.get(f"/api/v1/projects/{self.project}", headers=self.admin).json())
+        got.append(self.client.get(f"/api/v1/runs/{self.run}/points", params={"metric": "m"},
+                                   headers=self.admin).json())
+        return got
+
+
+def _project_cases() -> dict[tuple[str, str], Any]:
+    """(method, path) -> (world -> request), and the status the other project's request gets."""
+    point = {"points": [{"step": 99, "compute": 99.0, "metrics": {"m": 0.9}}]}
+    return {
+        ("POST", "/api/v1/runs"): (lambda w: ("/api/v1/runs", {"json": {
+            "project": w.project, "name": "new"}}), 403),
+        ("GET", "/api/v1/runs"): (lambda w: ("/api/v1/runs", {"params": {
+            "project": w.project}}), 403),
+        ("GET", "/api/v1/runs/{run_id}"): (lambda w: (f"/api/v1/runs/{w.run}", {}), 404),
+        ("PATCH", "/api/v1/runs/{run_id}"): (lambda w: (f"/api/v1/runs/{w.run}", {"json": {
+            "notes": "changed"}}), 404),
+        ("DELETE", "/api/v1/runs/{run_id}"): (
+            lambda w: (f"/api/v1/runs/{w.new_run('doomed')}", {}), 404),
+        ("GET", "/api/v1/projects/{project}"): (lambda w: (f"/api/v1/projects/{w.project}", {}),
+                                                403),
+        ("PATCH", "/api/v1/projects/{project}"): (lambda w: (f"/api/v1/projects/{w.project}", {
+            "json": {"fit_metric": "m2"}}), 403),
+        ("POST", "/api/v1/runs/{run_id}/points"): (
+            lambda w: (f"/api/v1/runs/{w.run}/points", {"json": point}), 404),
+        ("GET", "/api/v1/runs/{run_id}/points"): (
+            lambda w: (f"/api/v1/runs/{w.run}/points", {"params": {"metric": "m"}}), 404),
+        ("GET", "/api/v1/runs/{run_id}/fit"): (lambda w: (f"/api/v1/runs/{w.run}/fit", {}), 404),
+        ("GET", "/api/v1/runs/{run_id}/fits"): (lambda w: (f"/api/v1/runs/{w.run}/fits", {}),
+                                                404),
+        ("POST", "/api/v1/fit"): None,  # points in the body: no project's data
+        ("GET", "/api/v1/compare"): (lambda w: ("/api/v1/compare", {"params": {
+            "run": [w.run]}}), 404),
+        ("GET", "/api/v1/groups"): (lambda w: ("/api/v1/groups", {"params": {
+            "project": w.project}}), 403),
+        ("GET", "/api/v1/groups/fit"): (lambda w: ("/api/v1/groups/fit", {"params": {
+            "project": w.project, "group": "g"}}), 403),
+        ("GET", "/api/v1/groups/fits"): (lambda w: ("/api/v1/groups/fits", {"params": {
+            "project": w.project, "group": "g"}}), 403),
+        ("POST", "/api/v1/alert-rules"): (lambda w: ("/api/v1/alert-rules", {
+            "json": w.rule_body()}), 403),
+        ("GET", "/api/v1/alert-rules"): (lambda w: ("/api/v1/alert-rules", {"params": {
+            "project": w.project}}), 403),
+        ("GET", "/api/v1/alert-rules/{rule_id}"): (
+            lambda w: (f"/api/v1/alert-rules/{w.rule}", {}), 404),
+        ("PATCH", "/api/v1/alert-rules/{rule_id}"): (
+            lambda w: (f"/api/v1/alert-rules/{w.rule}", {"json": {"enabled": False}}), 404),
+        ("DELETE", "/api/v1/alert-rules/{rule_id}"): (
+            lambda w: (f"/api/v1/alert-rules/{w.new_rule()}", {}), 404),
+        ("GET", "/api/v1/alerts"): (lambda w: ("/api/v1/alerts", {"params": {
+            "project": w.project}}), 403),
+        ("GET", "/api/v1/alerts/{alert_id}"): (lambda w: (f"/api/v1/alerts/{w.alert}", {}), 404),
+        ("POST", "/api/v1/alerts/{alert_id}/ack"): (
+            lambda w: (f"/api/v1/alerts/{w.alert}/ack", {}), 404),
+        ("GET", "/api/v1/alerts/{alert_id}/deliveries"): (
+            lambda w: (f"/api/v1/alerts/{w.alert}/deliveries", {}), 404),
+    }
+
+
+@pytest.fixture
+def two_projects(database_url):
+    app = make_app(database_url, auth=True)
+    store = app.state.store
+    admin = {"Authorization": f"Bearer {store.create_token('admin', 'admin')[1]}"}
+    scoped = {
+        scope: {"Authorization": f"Bearer {store.create_token(f'p-{scope}', scope, ['P'])[1]}"}
+        for scope in ("read", "write", "admin")
+    }
+    with TestClient(app) as client:
+        yield app, client, World(app, client, admin, "P"), World(app, client, admin, "Q"), scoped
+    app.state.store.engine.dispose()
+
+
+def test_every_route_keeps_a_project_scoped_token_to_its_projects(two_projects):
+    app, client, own, other, scoped = two_projects
+    cases = _project_cases()
+    checked = 0
+    for method, path in all_operations(app):
+        if path in PUBLIC or path.startswith("/api/v1/tokens"):
+            continue
+        assert (method, path) in cases, f"no project case for {method} {path}: add one"
+        if cases[(method, path)] is None:
+            continue
+        build, refused = cases[(method, path)]
+        h = scoped[_needed_scope(path, method)]
+        url, kwargs = build(other)
+        before = other.snapshot()
+        r = client.request(method, url, headers=h, **kwargs)
+        assert r.status_code == refused, (method, url, r.status_code, r.text)
+        if refused == 404:  # worded like an id that does not exist: no existence oracle
+            assert "not found" in r.json()["detail"], r.text
+        assert other.snapshot() == before, (method, url, "changed another project's data")
+        url, kwargs = build(own)
+        r = client.request(method, url, headers=h, **kwargs)
+        assert r.status_code < 300, (method, url, r.status_code, r.text)
+        checked += 1
+    assert checked >= 24
+
+
+def test_lists_hold_only_the_tokens_projects(two_projects):
+    _, client, own, other, scoped = two_projects
+    h = scoped["read"]
+    runs = client.get("/api/v1/runs", headers=h).json()
+    assert {r["project"] for r in runs["runs"]} == {"P"} and runs["total"] == 1
+    alerts = client.get("/api/v1/alerts", headers=h).json()
+    assert [a["id"] for a in alerts["alerts"]] == [own.alert] and alerts["total"] == 1
+    rules = client.get("/api/v1/alert-rules", headers=h).json()
+    assert [r["id"] for r in rules["rules"]] == [own.rule]
+    for url, params in (("/api/v1/alerts", {"run": other.run}),
+                        ("/api/v1/alert-rules", {"run": other.run}),
+                        ("/api/v1/compare", {"run": [own.run, other.run]})):
+        assert client.get(url, params=params, headers=h).status_code == 404, url
+
+
+def test_a_scoped_token_cannot_move_or_point_a_rule_into_another_project(two_projects):
+    _, client, own, other, scoped = two_projects
+    h = scoped["write"]
+    r = client.patch(f"/api/v1/alert-rules/{own.rule}", json={"project": "Q", "run_id": None},
+                     headers=h)
+    assert r.status_code == 403, r.text
+    r = client.post("/api/v1/alert-rules", json={**own.rule_body(), "run_id": other.run},
+                    headers=h)
+    assert r.status_code == 422 and "run_id" in r.text, r.text  # as for a run that is not there
+
+
+def test_project_scoped_tokens_cannot_manage_tokens(two_projects):
+    _, client, _, _, scoped = two_projects
+    h = scoped["admin"]
+    assert client.get("/api/v1/tokens", headers=h).status_code == 403
+    made = client.post("/api/v1/tokens", json={"name": "x", "scope": "admin"}, headers=h)
+    assert made.status_code == 403, made.text
+    assert client.delete("/api/v1/tokens/1", headers=h).status_code == 403
+
+
+def test_the_tokens_api_creates_a_scoped_token(two_projects):
+    app, client, own, other, _ = two_projects
+    admin = own.admin
+    made = client.post("/api/v1/tokens", json={"name": "team-q", "scope": "write",
+                                               "projects": ["Q"]}, headers=admin)
+    assert made.status_code == 201 and made.json()["projects"] == ["Q"], made.text
+    h = {"Authorization": f"Bearer {made.json()['token']}"}
+    assert client.get(f"/api/v1/runs/{other.run}", headers=h).status_code == 200
+    assert client.get(f"/api/v1/runs/{own.run}", headers=h).status_code == 404
+    listed = client.get("/api/v1/tokens", headers=admin).json()["tokens"]
+    assert {t["name"]: t["projects"] for t in listed}["team-q"] == ["Q"]
+    assert {t["name"]: t["projects"] for t in listed}["admin"] is None  # unscoped: every project
+    for bad in ([], [""], ["a\x00b"], ["x" * 201], ["p"] * 101):
+        r = client.post("/api/v1/tokens", json={"name": "b", "projects": bad}, headers=admin)
+        assert r.status_code == 422, (bad, r.text)

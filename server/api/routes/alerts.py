@@ -9,7 +9,15 @@ from fastapi import APIRouter, HTTPException, Query, Response
 from scalewatch.server import limits
 from scalewatch.server.alerts.checks import InvalidRule, check_webhook, validated_params
 from scalewatch.server.alerts.kinds import AlertKind
-from scalewatch.server.api.deps import AUTH_RESPONSES, READ, WRITE, SettingsDep, StoreDep
+from scalewatch.server.api.deps import (
+    AUTH_RESPONSES,
+    PROJECTS,
+    READ,
+    WRITE,
+    SettingsDep,
+    StoreDep,
+    check_project,
+)
 from scalewatch.server.api.schemas import (
     ID_MAX,
     AlertList,
@@ -26,7 +34,9 @@ from scalewatch.server.config import Settings
 from scalewatch.server.scopes import redact_delivery, webhook_host_only
 from scalewatch.server.store import Store
 
-router = APIRouter(prefix="/api/v1", tags=["alerts"], responses=AUTH_RESPONSES)
+router = APIRouter(
+    prefix="/api/v1", tags=["alerts"], responses=AUTH_RESPONSES, dependencies=[PROJECTS]
+)
 State = Literal["open", "acknowledged", "resolved", "active"]
 TokenInfo = dict[str, Any] | None  # the caller's token record (None: auth is off)
 RULE_404 = not_found("alert rule")
@@ -81,6 +91,7 @@ def create_rule(
 
     The webhook URL must resolve to public addresses only (unless the server runs with
     `SCALEWATCH_WEBHOOK_ALLOW_PRIVATE=1`); below admin scope only its host is returned."""
+    check_project(store, body.project)
     _check_target(body.webhook_url, settings)
     kind = body.kind.value
     params = _validated(store, body.project, body.run_id, kind, body.params, body.group)
@@ -140,6 +151,7 @@ def patch_rule(
     else:
         params = rule["params"] if kind == rule["kind"] else {}
     project = changes.get("project") or rule["project"]
+    check_project(store, project)
     run_id = changes["run_id"] if "run_id" in changes else rule["run_id"]
     group = changes["group"] if "group" in changes else rule.get("group")
     changes["params"] = _validated(store, project, run_id, kind, params, group)

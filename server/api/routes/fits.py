@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 from pydantic import Field
 
 from scalewatch.server import limits
-from scalewatch.server.api.deps import AUTH_RESPONSES, READ, StoreDep
+from scalewatch.server.api.deps import AUTH_RESPONSES, PROJECTS, READ, StoreDep
 from scalewatch.server.api.fitpool import FitFailed, FitPool, FitTimeout, thin_for_paper
 from scalewatch.server.api.schemas import (
     CompareOut,
@@ -28,7 +28,9 @@ from scalewatch.server.services.compare_groups import load_inputs
 from scalewatch.server.services.fits import latest_or_pending, public_fit
 from scalewatch.server.store.fit_records import PublicFit
 
-router = APIRouter(prefix="/api/v1", tags=["fits"], responses=AUTH_RESPONSES, dependencies=[READ])
+router = APIRouter(
+    prefix="/api/v1", tags=["fits"], responses=AUTH_RESPONSES, dependencies=[PROJECTS, READ]
+)
 RUN_404 = not_found("run")
 COMPARE_404 = not_found("run, project or group")
 MetricQ = Annotated[

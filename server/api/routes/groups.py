@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from scalewatch.server import limits
-from scalewatch.server.api.deps import AUTH_RESPONSES, READ, StoreDep
+from scalewatch.server.api.deps import AUTH_RESPONSES, PROJECTS, READ, StoreDep
 from scalewatch.server.api.schemas import GroupFitHistory, GroupFitOut, GroupList, not_found
 from scalewatch.server.services.groups import (
     group_metric,
@@ -16,7 +16,7 @@ from scalewatch.server.services.groups import (
 )
 
 router = APIRouter(prefix="/api/v1/groups", tags=["groups"], responses=AUTH_RESPONSES,
-                   dependencies=[READ])
+                   dependencies=[PROJECTS, READ])
 GROUP_404 = not_found("project or group")
 ProjectQ = Annotated[str, Query(min_length=1, max_length=limits.MAX_NAME_LENGTH)]
 GroupQ = Annotated[str, Query(min_length=1, max_length=limits.MAX_GROUP_LENGTH)]

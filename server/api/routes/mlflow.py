@@ -16,7 +16,7 @@ import json
 import re
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
@@ -47,6 +47,7 @@ from scalewatch.server.ingest import IngestError
 from scalewatch.server.scopes import SCOPE_RANK
 from scalewatch.server.store import NotFound
 from scalewatch.server.store.base import RunQuery, Store
+from scalewatch.server.store.scoped import ProjectDenied, scoped
 
 PREFIX = "/api/2.0/mlflow"
 router = APIRouter(prefix=PREFIX, include_in_schema=False)
@@ -58,10 +59,12 @@ Payload = dict[str, Any]
 Handler = Callable[[Store, Payload], Payload]
 
 
-def _authorize(request: Request, scope: str) -> None:
+def _authorize(request: Request, scope: str) -> Store:
+    """The store as the request's token may use it (limited to its projects when it is
+    project-scoped: an experiment of another project does not exist for it)."""
     settings: Settings = request.app.state.settings
     if not settings.auth:
-        return
+        return request.app.state.store
     token = token_from_header(request.headers.get("authorization"), allow_basic=True)
     info = (
         request.app.state.token_cache.get(request.app.state.store, token) if token else None
@@ -72,6 +75,7 @@ def _authorize(request: Request, scope: str) -> None:
         raise MlflowError(
             "PERMISSION_DENIED", f"this token has scope '{info['scope']}'; '{scope}' is needed"
         )
+    return cast(Store, scoped(request.app.state.store, info))
 
 
 async def _payload(request: Request) -> Payload:
@@ -94,12 +98,13 @@ async def _serve(request: Request, scope: str, handler: Handler) -> JSONResponse
         payload = await _payload(request)
 
         def work() -> Payload:
-            _authorize(request, scope)
-            return handler(request.app.state.store, payload)
+            return handler(_authorize(request, scope), payload)
 
         result = await run_in_threadpool(work)
     except MlflowError as exc:
         return JSONResponse(exc.body(), status_code=exc.status)
+    except ProjectDenied as exc:
+        return JSONResponse({"error_code": "PERMISSION_DENIED", "message": str(exc)}, 403)
     except NotFound as exc:
         return JSONResponse(
             {"error_code": "RESOURCE_DOES_NOT_EXIST", "message": str(exc)}, status_code=404
@@ -318,7 +323,7 @@ def _search_runs(store: Store, p: Payload) -> Payload:
     for exp_id in exp_ids:
         try:
             project = _project_of_experiment(store, exp_id)
-        except MlflowError:
+        except (MlflowError, NotFound):  # NotFound: Default, to a project-scoped token
             continue
         page = 0
         while True:

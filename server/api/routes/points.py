@@ -10,7 +10,14 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from scalewatch.server import limits
-from scalewatch.server.api.deps import AUTH_RESPONSES, READ, WRITE, StoreDep, wake_refitter
+from scalewatch.server.api.deps import (
+    AUTH_RESPONSES,
+    PROJECTS,
+    READ,
+    WRITE,
+    StoreDep,
+    wake_refitter,
+)
 from scalewatch.server.api.schemas import (
     ErrorOut,
     IngestResult,
@@ -22,7 +29,9 @@ from scalewatch.server.api.schemas import (
 from scalewatch.server.fastdecode import parse_batch
 from scalewatch.server.ingest import IngestError
 
-router = APIRouter(prefix="/api/v1/runs", tags=["points"], responses=AUTH_RESPONSES)
+router = APIRouter(
+    prefix="/api/v1/runs", tags=["points"], responses=AUTH_RESPONSES, dependencies=[PROJECTS]
+)
 RUN_404 = not_found("run")
 
 _INGEST_ERRORS: dict[int | str, dict[str, Any]] = {

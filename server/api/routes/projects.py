@@ -7,11 +7,21 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Request
 
 from scalewatch.server import limits
-from scalewatch.server.api.deps import AUTH_RESPONSES, READ, WRITE, StoreDep, wake_refitter
+from scalewatch.server.api.deps import (
+    AUTH_RESPONSES,
+    PROJECTS,
+    READ,
+    WRITE,
+    StoreDep,
+    wake_refitter,
+)
 from scalewatch.server.api.schemas import ProjectOut, ProjectPatch, not_found
 from scalewatch.server.store.base import NotFound
 
-router = APIRouter(prefix="/api/v1/projects", tags=["projects"], responses=AUTH_RESPONSES)
+router = APIRouter(
+    prefix="/api/v1/projects", tags=["projects"], responses=AUTH_RESPONSES,
+    dependencies=[PROJECTS],
+)
 ProjectName = Annotated[str, Path(min_length=1, max_length=limits.MAX_NAME_LENGTH)]
 
 

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response
 
 from scalewatch.server import limits
-from scalewatch.server.api.deps import ADMIN, AUTH_RESPONSES, READ, WRITE, StoreDep
+from scalewatch.server.api.deps import ADMIN, AUTH_RESPONSES, PROJECTS, READ, WRITE, StoreDep
 from scalewatch.server.api.schemas import (
     PathId,
     RunCreate,
@@ -19,7 +19,9 @@ from scalewatch.server.api.schemas import (
 )
 from scalewatch.server.store.base import RunQuery
 
-router = APIRouter(prefix="/api/v1/runs", tags=["runs"], responses=AUTH_RESPONSES)
+router = APIRouter(
+    prefix="/api/v1/runs", tags=["runs"], responses=AUTH_RESPONSES, dependencies=[PROJECTS]
+)
 NOT_FOUND = not_found("run")
 
 

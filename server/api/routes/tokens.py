@@ -4,18 +4,20 @@ from __future__ import annotations
 
 from fastapi import APIRouter, HTTPException, Request
 
-from scalewatch.server.api.deps import ADMIN, AUTH_RESPONSES, StoreDep
+from scalewatch.server.api.deps import ADMIN, AUTH_RESPONSES, UNSCOPED, StoreDep
 from scalewatch.server.api.schemas import PathId, TokenCreate, TokenCreated, TokenList, not_found
 
 router = APIRouter(
-    prefix="/api/v1/tokens", tags=["tokens"], responses=AUTH_RESPONSES, dependencies=[ADMIN]
+    prefix="/api/v1/tokens", tags=["tokens"], responses=AUTH_RESPONSES,
+    dependencies=[ADMIN, UNSCOPED],
 )
 
 
 @router.post("", response_model=TokenCreated, status_code=201)
 def create_token(body: TokenCreate, store: StoreDep) -> dict:
-    """Create a token; the secret is in this response only."""
-    info, token = store.create_token(body.name, body.scope)
+    """Create a token; the secret is in this response only. With `projects`, the token reads
+    and writes those projects only (REST, MLflow, dashboard sessions, alerts)."""
+    info, token = store.create_token(body.name, body.scope, body.projects)
     return {**info, "token": token}
 
 

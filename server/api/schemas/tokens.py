@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from scalewatch.server import limits
 from scalewatch.server.api.schemas.common import Name, clean_text
 
 
@@ -13,11 +14,22 @@ class TokenCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Name
     scope: Literal["read", "write", "admin"] = "write"
+    projects: list[Annotated[str, Name]] | None = Field(
+        None,
+        min_length=1,
+        max_length=limits.MAX_TOKEN_PROJECTS,
+        description="limit the token to these projects (by name); null: every project",
+    )
 
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
         return clean_text(v, "name")
+
+    @field_validator("projects")
+    @classmethod
+    def _projects(cls, v: list[str] | None) -> list[str] | None:
+        return None if v is None else [clean_text(p, "projects") for p in v]
 
 
 class TokenOut(BaseModel):
@@ -28,6 +40,7 @@ class TokenOut(BaseModel):
     created_at: str | None
     last_used_at: str | None
     revoked: bool
+    projects: list[str] | None = Field(None, description="the projects it is limited to; null: all")
 
 
 class TokenCreated(TokenOut):
