@@ -9,6 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.conftest import make_app
+from tests.support.projects import two_projects as make_two_projects
 
 PUBLIC = {
     "/healthz",
@@ -119,46 +120,6 @@ def test_tokens_are_stored_hashed_and_revocable(authed):
 Request = tuple[str, dict]  # (url, keyword arguments of client.request)
 
 
-class World:
-    """One project's runs, alert rule and alert, made with an unscoped admin token."""
-
-    def __init__(self, app, client, admin: dict[str, str], project: str) -> None:
-        self.app, self.client, self.admin, self.project = app, client, admin, project
-        self.run = self.new_run("r")
-        pts = [{"step": s, "compute": float(s), "metrics": {"m": 0.1 + s / 100}}
-               for s in range(1, 30)]
-        r = client.post(f"/api/v1/runs/{self.run}/points", json={"points": pts}, headers=admin)
-        assert r.status_code == 200, r.text
-        self.rule = self.new_rule()
-        rule = app.state.store.get_alert_rule(self.rule)
-        self.alert = app.state.store.open_alert(rule, self.run, "m", {}, None)["id"]
-
-    def new_run(self, name: str) -> int:
-        r = self.client.post("/api/v1/runs", json={"project": self.project, "name": name,
-                                                   "group": "g"}, headers=self.admin)
-        assert r.status_code in (200, 201), r.text
-        return int(r.json()["id"])
-
-    def new_rule(self) -> int:
-        r = self.client.post("/api/v1/alert-rules", json=self.rule_body(), headers=self.admin)
-        assert r.status_code == 201, r.text
-        return int(r.json()["id"])
-
-    def rule_body(self) -> dict:
-        return {"project": self.project, "kind": "asymptote_drop", "run_id": self.run}
-
-    def snapshot(self) -> list:
-        """What a refused request must not change: the project's runs, rules, alerts."""
-        got = []
-        for url in ("/api/v1/runs", "/api/v1/alert-rules", "/api/v1/alerts"):
-            r = self.client.get(url, params={"project": self.project}, headers=self.admin)
-            got.append(r.json())
-        got.append(self.client.get(f"/api/v1/projects/{self.project}", headers=self.admin).json())
-        got.append(self.client.get(f"/api/v1/runs/{self.run}/points", params={"metric": "m"},
-                                   headers=self.admin).json())
-        return got
-
-
 def _project_cases() -> dict[tuple[str, str], Any]:
     """(method, path) -> (world -> request), and the status the other project's request gets."""
     point = {"points": [{"step": 99, "compute": 99.0, "metrics": {"m": 0.9}}]}
@@ -214,16 +175,7 @@ def _project_cases() -> dict[tuple[str, str], Any]:
 
 @pytest.fixture
 def two_projects(database_url):
-    app = make_app(database_url, auth=True)
-    store = app.state.store
-    admin = {"Authorization": f"Bearer {store.create_token('admin', 'admin')[1]}"}
-    scoped = {
-        scope: {"Authorization": f"Bearer {store.create_token(f'p-{scope}', scope, ['P'])[1]}"}
-        for scope in ("read", "write", "admin")
-    }
-    with TestClient(app) as client:
-        yield app, client, World(app, client, admin, "P"), World(app, client, admin, "Q"), scoped
-    app.state.store.engine.dispose()
+    yield from make_two_projects(database_url)
 
 
 def test_every_route_keeps_a_project_scoped_token_to_its_projects(two_projects):
