@@ -321,13 +321,15 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
             rule = new_rule(ctx.store, project, watches, kind,
                             {i["name"]: v for i, v in zip(ids, values, strict=True)},
                             webhook, secret, ctx.state.settings.webhook_allow_private)
+            created = ctx.store.create_alert_rule(
+                rule.project, rule.kind, rule.params, run_id=rule.run_id,
+                webhook_url=rule.webhook_url, webhook_secret=rule.webhook_secret, enabled=True,
+                group=rule.group)
         except InvalidRule as exc:
             return (html.Div(f"{exc.field}: {exc}", className="msg-err", id="rule-create-bad"),
                     no_update)
-        created = ctx.store.create_alert_rule(
-            rule.project, rule.kind, rule.params, run_id=rule.run_id,
-            webhook_url=rule.webhook_url, webhook_secret=rule.webhook_secret, enabled=True,
-            group=rule.group)
+        except LookupError as exc:  # a project this session's token is not limited to
+            return html.Div(str(exc), className="msg-err", id="rule-create-bad"), no_update
         return (html.Div(f"Rule {created['id']} created: {rule.kind} "
                          f"({_params_text(rule.params)}).",
                          className="msg-ok", id="rule-create-ok"), (changed or 0) + 1)

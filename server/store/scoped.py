@@ -180,8 +180,8 @@ class ScopedStore:
 
     # ---- groups -------------------------------------------------------------------------------
     def list_groups(self, project: str) -> list[dict[str, Any]]:
-        self.check_project(project)
-        return self.inner.list_groups(project)
+        # A list, filtered like the others (the REST route refuses the name itself first).
+        return self.inner.list_groups(project) if self.allows(project) else []
 
     def group_members(self, project: str, group: str) -> list[dict[str, Any]]:
         self.check_project(project)

@@ -185,3 +185,38 @@ def test_cli_token_create_with_projects(database_url: str) -> None:
     bad = run_cli("token", "create", "--name", "x", "--project", "a\x01" * 200,
                   "--database-url", database_url)
     assert bad.returncode == 2 and "not a project name" in bad.stderr, bad.stderr
+
+
+def _create_rule(client: TestClient, project: str) -> str:
+    """The New rule form's Create button (asymptote_drop over every run of `project`)."""
+    deps = client.get("/dashboard/_dash-dependencies").json()
+    dep = next(d for d in deps if "rule-create-msg.children" in d["output"])
+    values = {"rule-project": project, "rule-watches": "every", "rule-kind": "asymptote_drop",
+              "rule-create": 1, "rules-changed": 0}
+
+    def item(i: dict) -> Any:
+        if str(i["id"]).startswith("{"):  # the params' pattern-matching states: none here
+            return []
+        return {**i, "value": values.get(i["id"])}
+
+    body = {"output": dep["output"],
+            "outputs": [{"id": "rule-create-msg", "property": "children"},
+                        {"id": "rules-changed", "property": "data"}],
+            "inputs": [item(i) for i in dep["inputs"]], "state": [item(i) for i in dep["state"]],
+            "changedPropIds": ["rule-create.n_clicks"]}
+    r = client.post("/dashboard/_dash-update-component", json=body)
+    return _out(r)
+
+
+def test_a_scoped_dashboard_session_cannot_make_rules_for_another_project(setup: Setup) -> None:
+    app, client, own, other, scoped = setup
+    _login(client, scoped["write"])
+    before = app.state.store.list_alert_rules(project="Q")
+    said = _create_rule(client, "Q")
+    assert "rule-create-bad" in said and "not one of them" in said, said
+    assert app.state.store.list_alert_rules(project="Q") == before
+    assert "rule-create-ok" in _create_rule(client, "P")
+    options = _out(dash_call(client, "rule-watches", {"rule-project.value": "Q"}))
+    assert f"run:{other.run}" not in options and "group:g" not in options, options
+    projects = json.loads(_out(dash_call(client, "rule-project", {"rules-new.open": True})))
+    assert projects["rule-project"]["options"] == ["P"], projects
