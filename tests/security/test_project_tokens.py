@@ -220,3 +220,34 @@ def test_a_scoped_dashboard_session_cannot_make_rules_for_another_project(setup:
     assert f"run:{other.run}" not in options and "group:g" not in options, options
     projects = json.loads(_out(dash_call(client, "rule-project", {"rules-new.open": True})))
     assert projects["rule-project"]["options"] == ["P"], projects
+
+
+def test_0013_keeps_existing_tokens_unlimited(empty_database_url: str) -> None:
+    """Upgrading a database with tokens (0012 -> head): they keep reaching every project, and
+    the column round-trips a list on both databases; downgrading drops it again."""
+    from sqlalchemy import create_engine, inspect, text
+
+    from scalewatch.server.db.migrate import upgrade
+    from scalewatch.server.store import SqlStore
+    from scalewatch.server.store.tokens_sql import hash_token
+
+    engine = create_engine(empty_database_url)
+    upgrade(engine, "0012")
+    assert "projects" not in {c["name"] for c in inspect(engine).get_columns("api_tokens")}
+    with engine.begin() as conn:
+        conn.execute(text(
+            "INSERT INTO api_tokens (name, scope, token_hash, prefix, created_at, revoked)"
+            " VALUES ('old', 'write', :h, 'sw_old', '2026-01-01 00:00:00', false)"),
+            {"h": hash_token("sw_old-token")})
+    upgrade(engine)
+    store = SqlStore(engine)
+    assert store.lookup_token("sw_old-token")["projects"] is None
+    info, token = store.create_token("team", "read", ["P", "Q", "P"])
+    assert info["projects"] == ["P", "Q"] and store.lookup_token(token)["projects"] == ["P", "Q"]
+    from alembic import command
+
+    from scalewatch.server.db.migrate import alembic_config
+
+    command.downgrade(alembic_config(engine), "0012")
+    assert "projects" not in {c["name"] for c in inspect(engine).get_columns("api_tokens")}
+    engine.dispose()
