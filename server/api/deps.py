@@ -225,7 +225,7 @@ UNSCOPED = Depends(unscoped_only)
 # Documented on every authenticated route so clients (and schemathesis) know what to expect.
 AUTH_RESPONSES: dict[int | str, dict[str, Any]] = {
     401: {"description": "Missing, unknown or revoked token"},
-    403: {"description": "Token scope too small"},
+    403: {"description": "Token scope too small, or a project this token is not limited to"},
 }
 
 

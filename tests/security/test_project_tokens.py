@@ -140,6 +140,15 @@ def test_a_scoped_dashboard_session_sees_only_its_projects(setup: Setup) -> None
     assert ids == [own.alert], alerts
     rules = _out(dash_call(client, "rules-table", {}))
     assert [r["id"] for r in json.loads(rules)["rules-table"]["data"]] == [own.rule], rules
+    # Compare: another project's run is missing; the project's settings panel stays hidden.
+    cmp_other = _out(dash_call(client, "cmp-graph", {"cmp-ids.data": [other.run]}))
+    assert f"run {other.run} not found" in cmp_other or "not exist" in cmp_other, cmp_other
+    cmp_own = json.loads(_out(dash_call(client, "cmp-graph", {"cmp-ids.data": [own.run]})))
+    assert cmp_own["cmp-graph"]["figure"]["data"], cmp_own
+    for project, shown in (("Q", False), ("P", True)):
+        panel = json.loads(_out(dash_call(client, "runs-settings",
+                                          {"runs-project.value": project})))
+        assert (panel["runs-settings"]["style"] != {"display": "none"}) is shown, panel
     deliveries = _out(dash_call(client, "alerts-deliveries", {
         "alerts-table.selected_row_ids": [other.alert], "alerts-acked.data": 0}))
     assert "not found" in deliveries or "No delivery" in deliveries
