@@ -26,7 +26,9 @@ async def get_store(request: Request) -> Store:
     store = request.app.state.store
     if not request.app.state.settings.auth:
         return store
-    return cast(Store, scoped(store, await caller(request)))
+    if "sw_store" not in request.scope:  # else the guard made it, with the ids it checked
+        request.scope["sw_store"] = scoped(store, await caller(request))
+    return cast(Store, request.scope["sw_store"])
 
 
 async def get_settings(request: Request) -> Settings:
@@ -132,9 +134,8 @@ async def caller(request: Request) -> dict[str, Any] | None:
 
 
 def _check_ids(
-    store: Store, projects: tuple[str, ...], runs: list[int], alert: int | None, rule: int | None
+    limited: ScopedStore, runs: list[int], alert: int | None, rule: int | None
 ) -> None:
-    limited = ScopedStore(store, projects)
     if runs:
         limited.check_runs(runs)
     if alert is not None:
@@ -174,10 +175,11 @@ async def project_guard(request: Request) -> None:
     alert = _ids([str(path["alert_id"])]) if "alert_id" in path else []
     rule = _ids([str(path["rule_id"])]) if "rule_id" in path else []
     if runs or alert or rule:
+        limited = ScopedStore(request.app.state.store, projects)
         await run_in_threadpool(
-            _check_ids, request.app.state.store, projects, runs,
-            alert[0] if alert else None, rule[0] if rule else None,
+            _check_ids, limited, runs, alert[0] if alert else None, rule[0] if rule else None
         )
+        request.scope["sw_store"] = limited  # the handler's store: these ids are known now
 
 
 def check_project(store: Store, project: str) -> None:

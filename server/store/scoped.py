@@ -53,6 +53,10 @@ class ScopedStore:
     def __init__(self, inner: Store, projects: Sequence[str]) -> None:
         self.inner = inner
         self.projects = tuple(projects)
+        # Ids already found in the token's projects: one wrapper serves one request, and a
+        # run, alert or rule never changes project, so each is looked up once per request
+        # (the API's guard checks the path's ids, then the handler's reads skip them).
+        self._seen: set[tuple[str, int]] = set()
 
     def __getattr__(self, name: str) -> Any:
         # Only reached for names not defined below: closed unless known to be neutral.
@@ -74,21 +78,30 @@ class ScopedStore:
     def check_runs(self, run_ids: Iterable[int]) -> None:
         """NotFound for a run of another project, worded as for a run that does not exist
         (a run that does not exist is left to the store, which says the same)."""
-        ids = list(dict.fromkeys(int(i) for i in run_ids))
+        ids = [i for i in dict.fromkeys(int(i) for i in run_ids) if ("run", i) not in self._seen]
+        if not ids:
+            return
         found = self.inner.run_projects(ids)
         for i in ids:
             if i in found and found[i] not in self.projects:
                 raise NotFound(f"run {i} not found")
+        self._seen.update(("run", i) for i in ids if i in found)
 
     def check_rule(self, rule_id: int) -> None:
-        project = self.inner.rule_project(rule_id)
-        if project is not None and project not in self.projects:
-            raise NotFound(f"alert rule {rule_id} not found")
+        if ("rule", rule_id) not in self._seen:
+            project = self.inner.rule_project(rule_id)
+            if project is not None and project not in self.projects:
+                raise NotFound(f"alert rule {rule_id} not found")
+            if project is not None:
+                self._seen.add(("rule", rule_id))
 
     def check_alert(self, alert_id: int) -> None:
-        project = self.inner.alert_project(alert_id)
-        if project is not None and project not in self.projects:
-            raise NotFound(f"alert {alert_id} not found")
+        if ("alert", alert_id) not in self._seen:
+            project = self.inner.alert_project(alert_id)
+            if project is not None and project not in self.projects:
+                raise NotFound(f"alert {alert_id} not found")
+            if project is not None:
+                self._seen.add(("alert", alert_id))
 
     def _within(self, asked: Sequence[str] | None) -> tuple[str, ...]:
         return self.projects if asked is None else tuple(p for p in asked if p in self.projects)
