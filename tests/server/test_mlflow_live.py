@@ -222,3 +222,24 @@ def test_read_token_cannot_log(server: LiveServer) -> None:
     done = _run_trainer("verl", _env_for("verl", server, server.make_token("read")))
     assert done.returncode != 0
     assert "PERMISSION_DENIED" in done.stderr or "403" in done.stderr, done.stderr[-2000:]
+
+
+def test_a_project_scoped_token_logs_to_its_experiment_only(server: LiveServer) -> None:
+    """Issue 35: the real client with a token limited to project "math-rl" logs verl's run
+    there; NeMo-RL's experiment "nemo-rl" is refused (PERMISSION_DENIED) and nothing of it is
+    stored."""
+    with server.client() as api:
+        made = api.post("/api/v1/tokens", json={"name": "team-math", "scope": "write",
+                                                "projects": ["math-rl"]})
+        assert made.status_code == 201, made.text
+        token = made.json()["token"]
+        before = api.get("/api/v1/runs", params={"project": "nemo-rl"}).json()["total"]
+    done = _run_trainer("verl", _env_for("verl", server, token))
+    assert done.returncode == 0, done.stderr[-3000:]
+    run_id = done.stdout.split("RUN", 1)[1].split()[0]
+    refused = _run_trainer("nemo_skyrl", _env_for("nemo_skyrl", server, token))
+    assert refused.returncode != 0
+    assert "PERMISSION_DENIED" in refused.stderr or "403" in refused.stderr, refused.stderr[-2000:]
+    with server.client() as api:
+        assert api.get(f"/api/v1/runs/{run_id}").json()["project"] == "math-rl"
+        assert api.get("/api/v1/runs", params={"project": "nemo-rl"}).json()["total"] == before
