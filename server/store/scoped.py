@@ -60,6 +60,8 @@ class ScopedStore:
 
     def __getattr__(self, name: str) -> Any:
         # Only reached for names not defined below: closed unless known to be neutral.
+        if name.startswith("__"):  # Python's own protocol lookups (copy, pickle, hasattr)
+            raise AttributeError(name)
         if name in _NEUTRAL:
             return getattr(self.inner, name)
         raise ProjectDenied(f"a project-scoped token cannot do this ({name})")

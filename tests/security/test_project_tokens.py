@@ -260,3 +260,15 @@ def test_0013_keeps_existing_tokens_unlimited(empty_database_url: str) -> None:
     command.downgrade(alembic_config(engine), "0012")
     assert "projects" not in {c["name"] for c in inspect(engine).get_columns("api_tokens")}
     engine.dispose()
+
+
+def test_the_scoped_store_closes_what_it_has_no_rule_for(store: Any) -> None:
+    """A store method without a project rule (tokens, the refit queue, ...) is refused, not
+    passed through: a method added later stays closed until it is given its rule."""
+    from scalewatch.server.store.scoped import ProjectDenied, ScopedStore
+
+    limited = ScopedStore(store, ["P"])
+    for name in ("create_token", "list_tokens", "claim_dirty_series", "session", "new_method"):
+        with pytest.raises(ProjectDenied):
+            getattr(limited, name)
+    assert limited.dialect == store.dialect and not hasattr(limited, "__deepcopy__")
