@@ -77,7 +77,7 @@ def transport_reason(exc: BaseException) -> str:
     if isinstance(exc, ConnectionRefusedError):
         return "connection refused"
     if isinstance(exc, socket.gaierror):
-        return f"unknown host ({exc.strerror})" if exc.strerror else "unknown host"
+        return f"unknown host: {exc.strerror}" if exc.strerror else "unknown host"
     if isinstance(exc, http.client.RemoteDisconnected):
         return "the server closed the connection without answering"
     if isinstance(exc, OSError) and exc.strerror:

@@ -68,6 +68,7 @@ IMPORT_FORMATS = (*LINE_FORMATS, "tensorboard", "mlflow", "wandb")
 # Where each format's trainer keeps its step (prime-rl: "step"; verl: "step" around "data").
 DEFAULT_STEP_KEY = {"verl": "step", "prime-rl": "step", "jsonl": "step"}
 IMPORT_TIMEOUT = 120.0  # default seconds `import` waits for the server to acknowledge
+STOP_TIMEOUT = 10.0  # seconds a stopping follower waits for the server (the rest stays spooled)
 
 Record = tuple[int, dict[str, float]]
 
@@ -229,7 +230,8 @@ def follow_main(args: argparse.Namespace) -> int:
     """``scalewatch follow FORMAT PATH``: until SIGTERM/Ctrl-C or the source's end; exit 0
     when everything read was acknowledged by the server (else it stays spooled for the next
     start or ``sync``), 2 when the server refuses the run."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    # Every message names its source ("scalewatch follow: ...", "scalewatch: ...").
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     if args.format == "pipelinerl":
         from trainer_client.pipelinerl import sidecar_main
 
@@ -266,11 +268,14 @@ def follow_main(args: argparse.Namespace) -> int:
     if ended:
         logger.info("scalewatch follow: %s says the run ended", follower.path)
     finish = ended or args.finish_on_exit
-    left = _finish(run, 30.0, "finished" if finish else "")
+    if run.flush(timeout=5) and run.spool.pending_points():
+        logger.info("scalewatch follow: stopping; sending what is left (up to %g s)",
+                    STOP_TIMEOUT)
+    left = _finish(run, STOP_TIMEOUT, "finished" if finish else "")
     status = ("marked finished" if finish and not left else
               "status left as it was (--finish-on-exit marks it finished)" if not finish
               else "not marked finished while points are unsent")
-    logger.info("scalewatch follow: stopped; %d values sent from %s, %d bad lines skipped; "
+    logger.info("scalewatch follow: stopped; %d values read from %s, %d bad lines skipped; "
                 "run %s/%s: %s", follower.posted, follower.path, follower.bad.count,
                 args.project, args.name, status)
     if left:
@@ -337,7 +342,7 @@ def import_main(args: argparse.Namespace) -> int:
     try:
         compute = Compute(args.compute)
         src = _read_source(args, bad)
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, FileNotFoundError) as exc:
         return _fail("import", str(exc))
     except Exception as exc:  # noqa: BLE001 - ImportSourceError, OSError, a reader's own errors
         return _fail("import", f"cannot read {args.path}: {exc}")
