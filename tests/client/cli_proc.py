@@ -62,12 +62,15 @@ class CliProcess:
         """SIGTERM, then its exit code."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
-        code = self.proc.wait(timeout=timeout)
-        self._reader.join(timeout=10)
-        return code
+        return self.wait(timeout)
 
     def wait(self, timeout: float = 90.0) -> int:
-        code = self.proc.wait(timeout=timeout)
+        """Its exit code; a process still running after ``timeout`` is killed (and fails)."""
+        try:
+            code = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(f"still running after {timeout} s:\n{self.err}") from None
         self._reader.join(timeout=10)
         return code
 
