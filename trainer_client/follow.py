@@ -90,14 +90,24 @@ def _existing(path: Path, args: argparse.Namespace) -> Path | None:
     return path if path.exists() else None
 
 
+def _line_source(path: Path, args: argparse.Namespace) -> Path | None:
+    return line_file(args.format, path)
+
+
+def _line_follower(source: Path, run: Run, args: argparse.Namespace) -> Follower:
+    return LineFollower(args.format, source, run, args.step_key, args.compute)
+
+
+def _tensorboard_follower(source: Path, run: Run, args: argparse.Namespace) -> Follower:
+    return TensorBoardFollower(source, run, args.compute)
+
+
+_LINES = FollowFormat(_line_source, _line_follower)
 FOLLOWERS: dict[str, FollowFormat] = {
-    **{fmt: FollowFormat(
-        lambda path, args: line_file(args.format, path),
-        lambda source, run, args: LineFollower(args.format, source, run, args.step_key,
-                                               args.compute))
-       for fmt in LINE_FORMATS},
-    "tensorboard": FollowFormat(
-        _existing, lambda source, run, args: TensorBoardFollower(source, run, args.compute)),
+    "verl": _LINES,
+    "prime-rl": _LINES,
+    "jsonl": _LINES,
+    "tensorboard": FollowFormat(_existing, _tensorboard_follower),
 }
 FOLLOW_FORMATS = (*FOLLOWERS, "pipelinerl")  # pipelinerl: the sidecar, under this name too
 
@@ -313,11 +323,9 @@ def _read_source(args: argparse.Namespace, bad: BadLines) -> _Source:
     """Every record of the source; raises ImportSourceError / OSError / ValueError."""
     path = Path(args.path)
     if args.format in ("mlflow", "wandb"):
-        from trainer_client.importers import ImportSourceError, read_mlflow, read_wandb
+        from trainer_client.importers import read_mlflow, read_wandb
 
         if args.format == "mlflow":
-            if not args.run:
-                raise ImportSourceError("--run RUN_ID_OR_NAME is required")
             got = read_mlflow(args.path, args.run, args.experiment)
         else:
             got = read_wandb(args.path, None if args.step_key == "step" else args.step_key)
@@ -339,6 +347,8 @@ def import_main(args: argparse.Namespace) -> int:
     gone meanwhile), 2 when nothing could be read or the server refuses or cannot be reached."""
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     bad = BadLines()
+    if args.format == "mlflow" and not args.run:
+        return _fail("import", "mlflow needs --run RUN_ID_OR_NAME")
     try:
         compute = Compute(args.compute)
         src = _read_source(args, bad)

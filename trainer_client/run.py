@@ -307,7 +307,10 @@ class Run:
         compute value whose unit is not the run's: a run's compute has one unit."""
         if self._unit is None:
             self._unit = unit or DEFAULT_UNIT
-            self._meta["compute_unit"] = self._unit
+            # A new dict, never a change in place: the sender thread may be serialising the
+            # old one (registering a resumed run's leftover spool).
+            self._meta = {**self._meta, "compute_unit": self._unit}
+            self._target.meta = self._meta
             self._meta_dirty = True  # the writer thread rewrites run.json
             return
         if unit is None or _same_unit(unit, self._unit):
