@@ -140,7 +140,14 @@ def file_records(fmt: str, path: Path, step_key: str, bad: BadLines | None = Non
     """Every record of a finished file (its last line may lack a newline)."""
     bad = bad if bad is not None else BadLines()
     with open(path, "rb") as f:
-        for lineno, raw in enumerate(f, 1):
+        lineno = 0
+        while raw := f.readline(MAX_LINE_BYTES + 1):
+            lineno += 1
+            if len(raw) > MAX_LINE_BYTES:  # never more than this in memory: skip the rest
+                while raw and not raw.endswith(b"\n"):
+                    raw = f.readline(MAX_READ)
+                bad.skip(f"{path}:{lineno}", f"longer than {MAX_LINE_BYTES} bytes")
+                continue
             try:
                 rec = parse_record(raw, fmt, step_key)
             except BadLine as exc:

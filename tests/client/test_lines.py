@@ -70,3 +70,15 @@ def test_pipelinerl_trainer_lines_with_out_of_range_numbers_do_not_raise() -> No
     got = parse_trainer_line(f"Completed steps 3: {{'rl/reward': {huge}, 'stats/samples': 64}}")
     assert got is not None and got[0] == 3 and got[1] == {"stats/samples": 64.0}
     assert parse_trainer_line(f"Completed steps {huge}: {{'rl/reward': 0.5}}") is None
+
+
+def test_import_skips_an_over_long_line_without_reading_it_whole(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(lines, "MAX_READ", 16)
+    monkeypatch.setattr(lines, "MAX_LINE_BYTES", 32)
+    f = tmp_path / "a.jsonl"
+    f.write_bytes(b'{"step": 1, "a": 1}\n{"step": 2, "a": ' + b"1" * 100
+                  + b'}\n{"step": 3, "a": 3}')
+    bad = lines.BadLines()
+    assert list(lines.file_records("jsonl", f, "step", bad)) == [(1, {"a": 1.0}), (3, {"a": 3.0})]
+    assert bad.count == 1
