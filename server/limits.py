@@ -17,6 +17,7 @@ from trainer_client.limits import (
     MAX_STEP,
     MAX_TAG_LENGTH,
     MAX_TAGS,
+    MAX_UNIT_LENGTH,
 )
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "MAX_RAW_POINTS",
     "MAX_STEP",
     "MAX_TAGS",
+    "MAX_UNIT_LENGTH",
     "MAX_TAG_LENGTH",
     "MAX_TOKEN_PROJECTS",
 ]

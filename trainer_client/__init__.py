@@ -48,7 +48,9 @@ Guarantees
 
 Compute (the fit's x-axis): pass numbers in the run's ``compute_unit``, a
 :class:`ComputeMeter` (GPU-hours from wall-clock, with ``pause()``/``resume()``/``paused()``),
-or :func:`flops` (``6·N`` per trained token + ``2·N`` per generated token; an estimate).
+or :func:`flops` (``6·N`` per trained token + ``2·N`` per generated token; an estimate). The
+last two carry their unit: without ``compute_unit`` the run takes it from them (``"gpu_hours"``,
+``"flops"``); plain numbers are ``"gpu_hours"`` unless ``compute_unit`` says otherwise.
 
 Environment: ``SCALEWATCH_URL`` (default ``http://127.0.0.1:8765``), ``SCALEWATCH_TOKEN``,
 ``SCALEWATCH_HOME``, ``SCALEWATCH_MODE``, ``SCALEWATCH_HTTP_TIMEOUT`` (socket timeout, 10 s),
@@ -67,7 +69,7 @@ PipelineRL without code changes: ``scalewatch pipelinerl-sidecar --exp-dir resul
 
 from __future__ import annotations
 
-from .compute import ComputeMeter, flops
+from .compute import ComputeMeter, Flops, flops
 from .run import DEFAULT_URL, Run, init
 from .sync import add_sync_arguments, replay_spools, sync_main
 
@@ -76,6 +78,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ComputeMeter",
     "DEFAULT_URL",
+    "Flops",
     "Run",
     "add_sync_arguments",
     "flops",

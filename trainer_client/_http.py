@@ -16,6 +16,7 @@ import gzip
 import http.client
 import json
 import random
+import socket
 import time
 from typing import Any, NamedTuple
 from urllib.parse import urlencode, urlsplit
@@ -27,6 +28,7 @@ __all__ = [
     "backoff_delay",
     "parse_retry_after",
     "is_retryable_status",
+    "error_text",
 ]
 
 USER_AGENT = "scalewatch-client/0.1"
@@ -43,6 +45,44 @@ class Response(NamedTuple):
 
     def json(self) -> Any:
         return json.loads(self.body.decode("utf-8")) if self.body else None
+
+
+def error_text(r: Response, limit: int = 300) -> str:
+    """``HTTP 422: <the server's detail> (<field>: <problem>; ...)``: what a person reads,
+    never a bytes repr. The server's errors carry ``detail`` and per-field ``errors``; a body
+    of another shape (a proxy's page) is shown as text."""
+    text = ""
+    try:
+        obj = r.json()
+    except ValueError:
+        obj = None
+    if isinstance(obj, dict) and obj.get("detail"):
+        detail = obj["detail"]
+        text = detail if isinstance(detail, str) else json.dumps(detail)
+        problems = [f"{e.get('loc')}: {e.get('msg')}" if e.get("loc") else str(e.get("msg"))
+                    for e in obj.get("errors") or [] if isinstance(e, dict)]
+        if problems:
+            text += " (" + "; ".join(problems) + ")"
+    elif r.body:
+        text = " ".join(r.body[:2000].decode("utf-8", "replace").split())
+    if len(text) > limit:
+        text = text[: limit - 3] + "..."
+    return f"HTTP {r.status}: {text}" if text else f"HTTP {r.status}"
+
+
+def transport_reason(exc: BaseException) -> str:
+    """Why no HTTP answer came, in words ("connection refused", "timed out")."""
+    if isinstance(exc, (TimeoutError, socket.timeout)):
+        return "timed out"
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(exc, socket.gaierror):
+        return f"unknown host: {exc.strerror}" if exc.strerror else "unknown host"
+    if isinstance(exc, http.client.RemoteDisconnected):
+        return "the server closed the connection without answering"
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror[:1].lower() + exc.strerror[1:]
+    return str(exc) or type(exc).__name__
 
 
 def is_retryable_status(status: int) -> bool:
@@ -137,7 +177,7 @@ class Connection:
                 )
                 if reused and stale and attempt == 0:
                     continue  # the server closed an idle keep-alive connection: reconnect once
-                raise TransportError(f"{type(exc).__name__}: {exc}") from exc
+                raise TransportError(transport_reason(exc)) from exc
         raise TransportError("unreachable")  # pragma: no cover
 
     def post_json(self, path: str, obj: Any, compress: bool = False) -> Response:

@@ -10,6 +10,12 @@
   (forward + backward) plus 2·N per generated token (forward only), N = parameter count. It
   ignores attention FLOPs, recomputation, the logprob recompute pass and padding; use it for
   comparing runs of one model family, not as an exact count.
+
+Both say their unit, so a run needs no ``compute_unit`` for them: ``flops()`` returns a
+:class:`Flops` (a ``float`` whose ``unit`` is ``"flops"``; arithmetic on it gives plain floats,
+whose unit the run cannot know), and a ``ComputeMeter``'s ``unit`` is ``"gpu_hours"``.
+``log()`` looks at the unit only for values that are not plain floats, so the hot path for
+plain floats is unchanged.
 """
 
 from __future__ import annotations
@@ -19,13 +25,26 @@ import numbers
 import time
 from collections.abc import Iterator
 
-__all__ = ["ComputeMeter", "flops"]
+__all__ = ["ComputeMeter", "DEFAULT_UNIT", "Flops", "flops"]
+
+DEFAULT_UNIT = "gpu_hours"  # the unit of plain numbers when the run is not told another
+
+
+class Flops(float):
+    """A FLOP count: what :func:`flops` returns. A float that carries its unit."""
+
+    __slots__ = ()
+    unit = "flops"
+
+    def __repr__(self) -> str:
+        return f"Flops({float(self)!r})"
 
 
 class ComputeMeter:
     """GPU-hours from wall-clock time. ``ComputeMeter(gpus=80)`` starts counting at once."""
 
     __slots__ = ("gpus", "_initial", "_accum", "_since", "_clock")
+    unit = "gpu_hours"  # what value counts (a run logging it needs no compute_unit)
 
     def __init__(self, gpus: float = 1, initial: float = 0.0, start: bool = True, clock=None):
         if isinstance(gpus, bool) or not isinstance(gpus, (int, float)) or gpus <= 0:
@@ -87,14 +106,15 @@ class ComputeMeter:
         return f"ComputeMeter(gpus={self.gpus:g}, value={self.value:.6g} GPU-h, {state})"
 
 
-def flops(trained_tokens: float = 0, generated_tokens: float = 0, *, params: float) -> float:
+def flops(trained_tokens: float = 0, generated_tokens: float = 0, *, params: float) -> Flops:
     """Estimated FLOPs: ``6 * params * trained_tokens + 2 * params * generated_tokens``.
 
-    An estimate for dense transformers (see the module docstring for what it leaves out).
+    An estimate for dense transformers (see the module docstring for what it leaves out). The
+    result is a :class:`Flops`: a run it is logged to counts compute in ``"flops"``.
     """
     for label, v in (("trained_tokens", trained_tokens), ("generated_tokens", generated_tokens),
                      ("params", params)):
         if isinstance(v, bool) or not isinstance(v, numbers.Real) or v < 0 or v != v:
             raise ValueError(f"{label} must be a non-negative number, got {v!r}")
     n, t, g = float(params), float(trained_tokens), float(generated_tokens)
-    return 6.0 * n * t + 2.0 * n * g
+    return Flops(6.0 * n * t + 2.0 * n * g)

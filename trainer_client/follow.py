@@ -15,7 +15,16 @@ Formats (one record per line, JSON):
 Everything is sent through :mod:`trainer_client` (write-ahead journal, spool, retries), so a
 server outage loses nothing. A follower saves its file offsets next to the run's spool once the
 points are spooled: restarted, it resumes where it stopped; a rotated or truncated file is read
-from its start (points are upserted on (run, metric, step), so a re-read never duplicates).
+from its start (points are upserted on (run, metric, step), so a re-read never duplicates). A
+bad line is skipped with a warning naming FILE:LINE and the lines after it are sent
+(:mod:`trainer_client.lines`).
+
+Both commands first register the run with the server (:mod:`trainer_client.preflight`): a
+refusal that asking again will not change (401, 403, 404, 422) ends them at once with the
+reason (exit 2). A server that cannot be reached ends ``import`` at once too (nothing was sent;
+run it again), while ``follow`` goes on and sends once the server answers. A follower logs when
+it waits for its file, when the server is reachable again and when it stops; it leaves the
+run's status alone unless the source says the run ended or ``--finish-on-exit`` is given.
 
 Compute (``--compute``): ``step`` (the default; unit "steps"), ``metric:NAME`` (a cumulative
 metric, e.g. TRL ``num_tokens``, prime-rl ``progress/total_tokens``), ``sum:NAME`` (the
@@ -32,122 +41,93 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import logging
-import math
 import os
 import signal
 import sys
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+import warnings
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainer_client.limits import MAX_NAME_LENGTH, MAX_STEP
-from trainer_client.pipelinerl import _Tail
-from trainer_client.records import TIME_KEYS, Compute, Follower, log_record
-from trainer_client.run import Run, init
+from trainer_client.lines import BadLine, LineFollower, file_records, line_file, parse_line
+from trainer_client.preflight import check_server
+from trainer_client.records import TIME_KEYS, BadLines, Compute, Follower, log_record
+from trainer_client.run import DEFAULT_URL, Run, init, registration_body
 from trainer_client.tensorboard import TensorBoardFollower, tensorboard_records
+
+__all__ = ["FOLLOWERS", "FollowFormat", "LineFollower", "parse_line", "BadLine",
+           "follow_main", "import_main"]
 
 logger = logging.getLogger("scalewatch.follow")
 
 LINE_FORMATS = ("verl", "prime-rl", "jsonl")
-FOLLOW_FORMATS = (*LINE_FORMATS, "tensorboard", "pipelinerl")
 IMPORT_FORMATS = (*LINE_FORMATS, "tensorboard", "mlflow", "wandb")
 # Where each format's trainer keeps its step (prime-rl: "step"; verl: "step" around "data").
 DEFAULT_STEP_KEY = {"verl": "step", "prime-rl": "step", "jsonl": "step"}
+IMPORT_TIMEOUT = 120.0  # default seconds `import` waits for the server to acknowledge
+STOP_TIMEOUT = 10.0  # seconds a stopping follower waits for the server (the rest stays spooled)
 
 Record = tuple[int, dict[str, float]]
-# Keys a JSON line may carry its wall-clock time in (seconds since the epoch).
 
 
-def _flatten(obj: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, float]]:
-    for key, value in obj.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            yield from _flatten(value, name + "/")
-        elif isinstance(value, (int, float)) and not isinstance(value, bool):
-            v = float(value)
-            if math.isfinite(v) and 0 < len(name) <= MAX_NAME_LENGTH:
-                yield name, v
+@dataclass(frozen=True)
+class FollowFormat:
+    """How ``scalewatch follow FORMAT PATH`` follows one format.
+
+    ``locate(path, args)``: the file or directory to follow, or None while it is not there
+    yet (the command waits, saying so). ``make(source, run, args)``: the :class:`Follower`.
+    A new format is one entry in :data:`FOLLOWERS`; waiting, the poll loop, signals and the
+    messages are the command's."""
+
+    locate: Callable[[Path, argparse.Namespace], Path | None]
+    make: Callable[[Path, Run, argparse.Namespace], Follower]
 
 
-def parse_line(line: str, fmt: str, step_key: str = "step") -> Record | None:
-    """(step, metrics) of one line, None for a line that is not a record (blank, partial,
-    no step): followed files are written while we read them and may hold other lines."""
-    line = line.strip()
-    if not line:
-        return None
-    try:
-        obj = json.loads(line)
-    except ValueError:
-        return None
-    if not isinstance(obj, dict):
-        return None
-    step = obj.get(step_key)
-    if isinstance(step, float) and step.is_integer():
-        step = int(step)
-    if not isinstance(step, int) or isinstance(step, bool) or not 0 <= step <= MAX_STEP:
-        return None
-    body = obj.get("data") if fmt == "verl" else obj
-    if not isinstance(body, Mapping):
-        return None
-    metrics = {k: v for k, v in _flatten(body) if k != step_key}
-    return (step, metrics) if metrics else None
+def _existing(path: Path, args: argparse.Namespace) -> Path | None:
+    return path if path.exists() else None
 
 
-def _line_file(fmt: str, path: Path) -> Path:
-    """The file to read: PATH itself, or in a directory prime-rl's metrics.jsonl / the newest
-    .jsonl (verl writes <root>/<project>/<experiment>.jsonl)."""
-    if not path.is_dir():
-        return path
-    wanted = "metrics.jsonl" if fmt == "prime-rl" else "*.jsonl"
-    found = sorted(path.rglob(wanted), key=lambda p: p.stat().st_mtime)
-    if not found:
-        raise FileNotFoundError(f"no {wanted} under {path}")
-    return found[-1]
+def _line_source(path: Path, args: argparse.Namespace) -> Path | None:
+    return line_file(args.format, path)
 
 
-class LineFollower(Follower):
-    """Tails one JSON-lines file into a run; :meth:`poll_once` is one pass."""
-
-    def __init__(self, fmt: str, path: str | os.PathLike, run: Run, step_key: str = "step",
-                 compute: str = "step") -> None:
-        super().__init__(path, run, compute)
-        self.fmt, self.step_key = fmt, step_key
-        self.tail = _Tail(self.path, self.saved.get("tail"))
-
-    def _tail_state(self) -> Any:
-        return self.tail.state()
-
-    def _records(self) -> Iterator[tuple[int, dict[str, float], float | None]]:
-        for line in self.tail.poll():
-            rec = parse_line(line, self.fmt, self.step_key)
-            if rec is not None:
-                yield rec[0], rec[1], None
+def _line_follower(source: Path, run: Run, args: argparse.Namespace) -> Follower:
+    return LineFollower(args.format, source, run, args.step_key, args.compute)
 
 
-def file_records(fmt: str, path: Path, step_key: str) -> Iterator[Record]:
-    if fmt == "tensorboard":
-        yield from tensorboard_records(path)
-        return
-    with open(_line_file(fmt, path), encoding="utf-8", errors="replace") as f:
-        for line in f:
-            rec = parse_line(line, fmt, step_key)
-            if rec is not None:
-                yield rec
+def _tensorboard_follower(source: Path, run: Run, args: argparse.Namespace) -> Follower:
+    return TensorBoardFollower(source, run, args.compute)
+
+
+_LINES = FollowFormat(_line_source, _line_follower)
+FOLLOWERS: dict[str, FollowFormat] = {
+    "verl": _LINES,
+    "prime-rl": _LINES,
+    "jsonl": _LINES,
+    "tensorboard": FollowFormat(_existing, _tensorboard_follower),
+}
+FOLLOW_FORMATS = (*FOLLOWERS, "pipelinerl")  # pipelinerl: the sidecar, under this name too
 
 
 def import_records(run: Run, records: Iterable[Record | tuple[int, dict[str, float],
                                                                 float | None]],
-                   compute: Compute, progress: bool = True, total: int | None = None) -> int:
+                   compute: Compute, progress: bool = True, total: int | None = None,
+                   bad: BadLines | None = None) -> int:
     """Log every record -- (step, metrics) or (step, metrics, wall-clock time) -- with a
-    progress line on stderr; returns the number of values."""
+    progress line on stderr; returns the number of values. A record ``log()`` refuses is
+    counted in ``bad`` and skipped."""
     n = 0
+    bad = bad if bad is not None else BadLines()
     for i, rec in enumerate(records, 1):
         step, metrics = rec[0], rec[1]
         t = rec[2] if len(rec) > 2 else None
-        n += log_record(run, step, metrics, compute.of(step, metrics, t))
+        try:
+            n += log_record(run, step, metrics, compute.of(step, metrics, t))
+        except (ValueError, TypeError) as exc:
+            bad.skip(f"step {step}", str(exc))
         if progress and (i % 1000 == 0 or i == total):
             done = f"{i}/{total}" if total else str(i)
             print(f"\rscalewatch import: {done} steps, {n} values", end="", file=sys.stderr)
@@ -156,15 +136,37 @@ def import_records(run: Run, records: Iterable[Record | tuple[int, dict[str, flo
     return n
 
 
-def _init(args: argparse.Namespace, source: str, compute: Compute,
+def _body(args: argparse.Namespace, source: str, compute: Compute,
           fit_metric: str | None = None, config: dict[str, Any] | None = None,
-          group: str | None = None) -> Run:
-    return init(
-        args.project, args.name, url=args.url, token=args.token, home=args.home,
-        compute_unit=compute.unit, fit_metric=args.fit_metric or fit_metric,
+          group: str | None = None) -> dict[str, Any]:
+    return registration_body(
+        args.project, args.name, compute_unit=compute.unit,
+        fit_metric=args.fit_metric or fit_metric,
         config={"source": f"{args.format}:{source}", **(config or {})},
         group=args.group or group,
     )
+
+
+def _init(args: argparse.Namespace, body: dict[str, Any]) -> Run:
+    return init(
+        body["project"], body["name"], url=args.url, token=args.token, home=args.home,
+        compute_unit=body.get("compute_unit"), fit_metric=body.get("fit_metric"),
+        config=body.get("config"), group=body.get("group"),
+    )
+
+
+def _url(args: argparse.Namespace) -> str:
+    return (args.url or os.environ.get("SCALEWATCH_URL") or DEFAULT_URL).rstrip("/")
+
+
+def _token(args: argparse.Namespace) -> str | None:
+    return args.token if args.token is not None else os.environ.get("SCALEWATCH_TOKEN") or None
+
+
+def _fail(command: str, message: str) -> int:
+    """A message a person reads (no traceback), exit 2."""
+    print(f"scalewatch {command}: {message}", file=sys.stderr)
+    return 2
 
 
 def _common_arguments(p: argparse.ArgumentParser, formats: tuple[str, ...]) -> None:
@@ -190,6 +192,9 @@ def add_follow_arguments(p: argparse.ArgumentParser) -> None:
     _common_arguments(p, FOLLOW_FORMATS)
     p.add_argument("--poll-interval", type=float, default=2.0, help="seconds between polls")
     p.add_argument("--gpus", type=int, default=None, help="pipelinerl: GPU count")
+    p.add_argument("--finish-on-exit", action="store_true",
+                   help="mark the run finished when the follower stops (SIGTERM/Ctrl-C); "
+                        "else its status is left to the source")
 
 
 def add_import_arguments(p: argparse.ArgumentParser) -> None:
@@ -197,6 +202,10 @@ def add_import_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress line")
     p.add_argument("--run", default=None, help="mlflow: the run id, or its name")
     p.add_argument("--experiment", default=None, help="mlflow: the experiment of --run")
+    p.add_argument("--timeout", type=float, default=IMPORT_TIMEOUT,
+                   help="seconds to wait for the server to acknowledge every point "
+                        f"(default {IMPORT_TIMEOUT:g}); the rest stays spooled for "
+                        "`scalewatch sync`")
 
 
 def _stop_event() -> threading.Event:
@@ -211,81 +220,168 @@ def _stop_event() -> threading.Event:
     return stop
 
 
+def _wait_for_source(fmt: FollowFormat, args: argparse.Namespace, stop: threading.Event
+                     ) -> Path | None:
+    """The path to follow, once it is there (None if stopped first)."""
+    path = Path(args.path)
+    source = fmt.locate(path, args)
+    if source is None:
+        logger.info("scalewatch follow: %s is not there yet; waiting for it (checked every "
+                    "%g s)", path, args.poll_interval)
+        while source is None:
+            if stop.wait(args.poll_interval):
+                return None
+            source = fmt.locate(path, args)
+        logger.info("scalewatch follow: %s is there", source)
+    return source
+
+
 def follow_main(args: argparse.Namespace) -> int:
-    """``scalewatch follow FORMAT PATH``: until SIGTERM/Ctrl-C; exit 0 when everything read
-    was acknowledged by the server (else it stays spooled for the next start or ``sync``)."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    """``scalewatch follow FORMAT PATH``: until SIGTERM/Ctrl-C or the source's end; exit 0
+    when everything read was acknowledged by the server (else it stays spooled for the next
+    start or ``sync``), 2 when the server refuses the run."""
+    # Every message names its source ("scalewatch follow: ...", "scalewatch: ...").
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     if args.format == "pipelinerl":
         from trainer_client.pipelinerl import sidecar_main
 
         args.exp_dir = args.path
         return sidecar_main(args)
+    fmt = FOLLOWERS[args.format]
     stop = _stop_event()
-    compute = Compute(args.compute)  # validated before anything starts
-    follower: Follower
-    if args.format == "tensorboard":
-        path = Path(args.path)
-        run = _init(args, str(path), compute)
-        follower = TensorBoardFollower(path, run, args.compute)
-    else:
-        path = _line_file(args.format, Path(args.path)) if Path(args.path).exists() else Path(
-            args.path)
-        run = _init(args, str(path), compute)
-        follower = LineFollower(args.format, path, run, args.step_key, args.compute)
-    logger.info("scalewatch follow: %s as %s/%s", path, args.project, args.name)
-    while not stop.is_set():
-        try:
-            follower.poll_once()
-        except Exception:  # noqa: BLE001 - a bad line or a full disk must not stop following
-            logger.exception("scalewatch follow: poll failed")
+    try:
+        compute = Compute(args.compute)  # checked before anything starts
+        body = _body(args, str(Path(args.path).resolve()), compute)
+    except (ValueError, TypeError) as exc:
+        return _fail("follow", str(exc))
+    url = _url(args)
+    answer = check_server(url, _token(args), body)
+    if answer.refused:
+        return _fail("follow", answer.refused)
+    if answer.unreachable:
+        logger.warning("scalewatch follow: %s; following anyway: points are spooled and sent "
+                       "once it answers", answer.unreachable)
+    source = _wait_for_source(fmt, args, stop)
+    if source is None:
+        logger.info("scalewatch follow: stopped before %s appeared; nothing sent", args.path)
+        return 0
+    body["config"]["source"] = f"{args.format}:{source.resolve()}"
+    run = _init(args, body)
+    follower = fmt.make(source, run, args)
+    logger.info("scalewatch follow: following %s as %s/%s on %s", follower.path, args.project,
+                args.name, url)
+    while not stop.is_set() and not follower.source_finished:
+        _poll(follower)
         stop.wait(args.poll_interval)
-    with contextlib.suppress(Exception):
+    _poll(follower)
+    ended = follower.source_finished
+    if ended:
+        logger.info("scalewatch follow: %s says the run ended", follower.path)
+    finish = ended or args.finish_on_exit
+    if run.flush(timeout=5) and run.spool.pending_points():
+        logger.info("scalewatch follow: stopping; sending what is left (up to %g s)",
+                    STOP_TIMEOUT)
+    left = _finish(run, STOP_TIMEOUT, "finished" if finish else "")
+    status = ("marked finished" if finish and not left else
+              "status left as it was (--finish-on-exit marks it finished)" if not finish
+              else "not marked finished while points are unsent")
+    logger.info("scalewatch follow: stopped; %d values read from %s, %d bad lines skipped; "
+                "run %s/%s: %s", follower.posted, follower.path, follower.bad.count,
+                args.project, args.name, status)
+    if left:
+        logger.warning("scalewatch follow: %d points not acknowledged by %s yet stay spooled at "
+                       "%s; the next start or `scalewatch sync` sends them", left, url,
+                       run.spool_dir)
+    return 0 if left == 0 else 1
+
+
+def _finish(run: Run, timeout: float, status: str) -> int:
+    """``run.finish``, its RuntimeWarning about unsent points left out: the command says it."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return run.finish(timeout=timeout, status=status)
+
+
+def _poll(follower: Follower) -> None:
+    try:
         follower.poll_once()
-    # A follower stopping is not the run ending: leave the run's status to the trainer.
-    return 0 if run.finish(status="") == 0 else 1
+    except Exception as exc:  # noqa: BLE001 - a full disk or an odd file must not stop following
+        logger.error("scalewatch follow: reading %s failed (%s); trying again", follower.where,
+                     exc)
+        logger.debug("scalewatch follow: poll failed", exc_info=True)
+
+
+@dataclass
+class _Source:
+    records: list[Any]
+    fit_metric: str | None = None
+    group: str | None = None
+    config: dict[str, Any] | None = None
+
+
+def _read_source(args: argparse.Namespace, bad: BadLines) -> _Source:
+    """Every record of the source; raises ImportSourceError / OSError / ValueError."""
+    path = Path(args.path)
+    if args.format in ("mlflow", "wandb"):
+        from trainer_client.importers import read_mlflow, read_wandb
+
+        if args.format == "mlflow":
+            got = read_mlflow(args.path, args.run, args.experiment)
+        else:
+            got = read_wandb(args.path, None if args.step_key == "step" else args.step_key)
+        return _Source(got.records, got.fit_metric, got.group, got.config)
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist")
+    if args.format == "tensorboard":
+        return _Source(list(tensorboard_records(path, with_time=True)))
+    file = line_file(args.format, path)
+    if file is None:
+        raise FileNotFoundError(f"no {'metrics.jsonl' if args.format == 'prime-rl' else '.jsonl'}"
+                                f" file under {path}")
+    return _Source(list(file_records(args.format, file, args.step_key, bad)))
 
 
 def import_main(args: argparse.Namespace) -> int:
-    """``scalewatch import FORMAT SOURCE``: load a finished run once and mark it finished."""
-    compute = Compute(args.compute)
-    path = Path(args.path)
-    fit_metric: str | None = None
-    group: str | None = None
-    config: dict[str, Any] = {}
-    records: list[Any]
-    if args.format in ("mlflow", "wandb"):
-        from trainer_client.importers import ImportSourceError, read_mlflow, read_wandb
-
-        try:
-            if args.format == "mlflow":
-                if not args.run:
-                    print("scalewatch import mlflow: --run RUN_ID_OR_NAME is required",
-                          file=sys.stderr)
-                    return 2
-                got = read_mlflow(args.path, args.run, args.experiment)
-            else:
-                got = read_wandb(args.path, None if args.step_key == "step" else args.step_key)
-        except ImportSourceError as exc:
-            print(f"scalewatch import: {exc}", file=sys.stderr)
-            return 2
-        records, fit_metric, config, group = got.records, got.fit_metric, got.config, got.group
-    elif not path.exists():
-        print(f"scalewatch import: {path} does not exist", file=sys.stderr)
-        return 2
-    elif args.format == "tensorboard":
-        records = list(tensorboard_records(path, with_time=True))
-    else:
-        records = list(file_records(args.format, path, args.step_key))
-    if compute.kind == "gpu-hours" and records and not all(
+    """``scalewatch import FORMAT SOURCE``: load a finished run once and mark it finished.
+    Exit 0 when every point read was acknowledged, 1 when some stay spooled (server slow or
+    gone meanwhile), 2 when nothing could be read or the server refuses or cannot be reached."""
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    bad = BadLines()
+    if args.format == "mlflow" and not args.run:
+        return _fail("import", "mlflow needs --run RUN_ID_OR_NAME")
+    try:
+        compute = Compute(args.compute)
+        src = _read_source(args, bad)
+    except (ValueError, TypeError, FileNotFoundError) as exc:
+        return _fail("import", str(exc))
+    except Exception as exc:  # noqa: BLE001 - ImportSourceError, OSError, a reader's own errors
+        return _fail("import", f"cannot read {args.path}: {exc}")
+    if not src.records:
+        skipped = f" ({bad.count} bad lines skipped)" if bad.count else ""
+        return _fail("import", f"nothing could be read from {args.path}{skipped}")
+    if compute.kind == "gpu-hours" and not all(
             (len(r) > 2 and r[2] is not None) or any(k in r[1] for k in TIME_KEYS)
-            for r in records):
-        print("scalewatch import: --compute gpu-hours:N needs each step's wall-clock time, "
-              "which this source does not have", file=sys.stderr)
-        return 2
-    run = _init(args, str(path), compute, fit_metric, config, group)
-    import_records(run, records, compute, progress=not args.no_progress, total=len(records))
-    left = run.finish(timeout=300)
+            for r in src.records):
+        return _fail("import", "--compute gpu-hours:N needs each step's wall-clock time, "
+                               "which this source does not have")
+    try:
+        body = _body(args, str(Path(args.path)), compute, src.fit_metric, src.config,
+                     src.group)
+    except (ValueError, TypeError) as exc:
+        return _fail("import", str(exc))
+    url = _url(args)
+    answer = check_server(url, _token(args), body)
+    if answer.refused or answer.unreachable:
+        return _fail("import", f"{answer.refused or answer.unreachable}; nothing was imported")
+    run = _init(args, body)
+    import_records(run, src.records, compute, progress=not args.no_progress,
+                   total=len(src.records), bad=bad)
+    left = _finish(run, max(0.0, args.timeout), "finished")
+    if bad.count:
+        print(f"scalewatch import: {bad.count} bad lines skipped (see the warnings above)",
+              file=sys.stderr)
     if left:
-        print(f"scalewatch import: {left} points not acknowledged yet; they stay spooled "
-              "(`scalewatch sync` sends them)", file=sys.stderr)
+        print(f"scalewatch import: {left} points not acknowledged by {url} within "
+              f"{args.timeout:g} s; they stay spooled at {run.spool_dir} (`scalewatch sync` "
+              "sends them)", file=sys.stderr)
     return 0 if left == 0 else 1

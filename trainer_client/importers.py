@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainer_client.limits import MAX_GROUP_LENGTH, MAX_NAME_LENGTH, MAX_STEP
+from trainer_client.limits import MAX_GROUP_LENGTH, MAX_STEP
+from trainer_client.validation import metric_name_problem
 
 TimedRecord = tuple[int, dict[str, float], "float | None"]
 
@@ -129,7 +130,7 @@ def read_mlflow(uri: str, run: str, experiment: str | None = None) -> Imported:
     run_id = r.info.run_id
     rows: list[TimedRecord] = []
     for key in sorted(r.data.metrics):
-        if not 0 < len(key) <= MAX_NAME_LENGTH:
+        if metric_name_problem(key):
             continue
         # MlflowClient.get_metric_history pages through metrics/get-history itself.
         history = sorted(client.get_metric_history(run_id, key),
@@ -165,7 +166,7 @@ def _flatten_row(row: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str
                 yield from _flatten_row(value, name + "/")
             continue
         v = _number(value) if not isinstance(value, str) else None
-        if v is not None and len(name) <= MAX_NAME_LENGTH:
+        if v is not None and not metric_name_problem(name):
             yield name, v
 
 
@@ -206,7 +207,7 @@ def read_wandb_csv(path: Path, step_key: str | None = None) -> list[TimedRecord]
             metrics = {}
             for c in columns:
                 v = _number(row.get(c) or None)
-                if v is not None and 0 < len(names[c]) <= MAX_NAME_LENGTH:
+                if v is not None and not metric_name_problem(names[c]):
                     metrics[names[c]] = v
             rows.append((step, metrics, _number(row.get("_timestamp") or None)))
     return _merge(rows)

@@ -17,6 +17,7 @@ __all__ = [
     "MAX_STEP",
     "MAX_TAGS",
     "MAX_TAG_LENGTH",
+    "MAX_UNIT_LENGTH",
 ]
 
 MAX_POINTS_PER_REQUEST = 10_000
@@ -28,5 +29,6 @@ MAX_TAGS = 50
 MAX_TAG_LENGTH = 100
 # A run's group (its recipe, e.g. "cispo-768"): a short label shown beside run names.
 MAX_GROUP_LENGTH = 100
+MAX_UNIT_LENGTH = 32  # a run's compute_unit ("gpu_hours", "flops", a counter's name)
 MAX_CONFIG_BYTES = 256 * 1024  # a run's config, as JSON
 MAX_STEP = 2**62  # steps are stored as BIGINT

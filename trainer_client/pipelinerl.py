@@ -45,6 +45,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .limits import MAX_STEP
 from .run import Run, init
 from .spool import _atomic_write
 
@@ -101,9 +102,9 @@ def parse_trainer_line(line: str) -> tuple[int, dict[str, float], float | None] 
     for k, v in d.items():
         try:
             metrics[str(k)] = float(v)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # OverflowError: an int like 10**400
             continue
-    return step, metrics, when
+    return (step, metrics, when) if step <= MAX_STEP else None
 
 
 def _scalar(v: str) -> Any:
@@ -378,7 +379,7 @@ class Sidecar:
                 continue
             try:
                 d = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
                 logger.warning("scalewatch sidecar: skipping an unreadable stats_test line")
                 continue
             if not isinstance(d, dict) or "test_success_mean" not in d:
@@ -386,7 +387,7 @@ class Sidecar:
             try:
                 value = float(d["test_success_mean"])
                 version = float(d.get("trainer_model_version") or 0)
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):  # OverflowError: 10**400
                 continue
             self.pending.append({"version": version, "value": value, "seen": now})
 

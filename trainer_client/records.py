@@ -3,6 +3,7 @@ becomes points, and where a follower keeps its state."""
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import math
@@ -84,12 +85,42 @@ def log_record(run: Run, step: int, metrics: dict[str, float], compute: float) -
     return len(items)
 
 
+class BadLines:
+    """Counts a source's bad lines (records) and warns about each, naming where it is, up to
+    ``WARN_EACH``; after that one summary per 1,000, so a broken file cannot flood the log."""
+
+    WARN_EACH = 20
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def skip(self, where: str, why: str) -> None:
+        self.count += 1
+        if self.count <= self.WARN_EACH:
+            logger.warning("scalewatch: skipped %s: %s", where, why)
+            if self.count == self.WARN_EACH:
+                logger.warning("scalewatch: further bad lines are counted, one warning per 1,000")
+        elif self.count % 1000 == 0:
+            logger.warning("scalewatch: %d bad lines skipped so far (the last: %s: %s)",
+                           self.count, where, why)
+
+
 class Follower:
     """A follower of one log source: its run, the compute of its records, and a state file in
     the run's spool directory, saved only once the points are spooled, so a restarted
     follower resumes where it stopped.  Subclasses read the source (:meth:`_records`: what is
     new since the last pass) and say where they are in it (:meth:`_tail_state`, saved under
-    ``STATE_KEY``); :meth:`poll_once` is one pass."""
+    ``STATE_KEY``); :meth:`poll_once` is one pass.
+
+    Write order, so that a kill at any moment loses nothing: a record's points are journaled by
+    ``log()`` before the source's position moves past it (``_records`` advances only when the
+    next record is asked for), and the state file is written only after ``flush()`` put every
+    journaled point into the spool. A record ``log()`` refuses (a ``ValueError``/``TypeError``:
+    a name or value the server would refuse) is skipped with a warning naming ``where`` it is;
+    the records after it are sent.
+
+    ``source_finished`` is set by a subclass whose source says the run ended (a final record,
+    an exit marker): ``scalewatch follow`` then stops and marks the run finished."""
 
     STATE_KEY = "tail"
     KEY_REQUIRED = False  # a saved state without STATE_KEY is ignored whole
@@ -101,6 +132,9 @@ class Follower:
         self.saved = self._load_state()
         self.compute = Compute(compute, **self.saved.get("compute", {}))
         self.posted = 0
+        self.where = str(self.path)  # of the record being read, for warnings ("FILE:LINE")
+        self.bad = BadLines()
+        self.source_finished = False
 
     def _load_state(self) -> dict[str, Any]:
         try:
@@ -128,7 +162,12 @@ class Follower:
     def poll_once(self) -> int:
         n = 0
         for step, metrics, t in self._records():
-            n += log_record(self.run, step, metrics, self.compute.of(step, metrics, t))
+            before = copy.copy(self.compute)
+            try:
+                n += log_record(self.run, step, metrics, self.compute.of(step, metrics, t))
+            except (ValueError, TypeError) as exc:
+                self.compute = before  # the refused record counts for nothing
+                self.bad.skip(self.where, str(exc))
         if self.run.flush(timeout=30):  # the state is saved only once the points are spooled
             self._save_state()
         self.posted += n

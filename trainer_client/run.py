@@ -54,7 +54,7 @@ from typing import Any
 
 from . import journal as _journal
 from ._http import Connection
-from .compute import ComputeMeter
+from .compute import DEFAULT_UNIT, ComputeMeter
 from .limits import MAX_METRICS_PER_POINT, MAX_NAME_LENGTH, MAX_STEP
 from .queries import Queries
 from .sender import BATCH_POINTS, Sender, SendTarget
@@ -65,13 +65,14 @@ from .validation import (
     check_group,
     check_name,
     check_tags,
+    check_unit,
     json_config,
     to_compute,
     to_float,
     to_step,
 )
 
-__all__ = ["Run", "init", "DEFAULT_URL"]
+__all__ = ["Run", "init", "DEFAULT_URL", "registration_body"]
 
 logger = logging.getLogger("scalewatch")
 
@@ -103,7 +104,7 @@ class Run:
         name: str,
         config: Mapping[str, Any] | None = None,
         target_compute: float | None = None,
-        compute_unit: str = "gpu_hours",
+        compute_unit: str | None = None,
         url: str | None = None,
         token: str | None = None,
         mode: str | None = None,
@@ -123,28 +124,19 @@ class Run:
         self.url = (url or os.environ.get("SCALEWATCH_URL") or DEFAULT_URL).rstrip("/")
         self.token = token if token is not None else os.environ.get("SCALEWATCH_TOKEN") or None
         self.timeout = timeout if timeout is not None else _env_float("SCALEWATCH_HTTP_TIMEOUT", 10)
-        if config is not None and not isinstance(config, Mapping):
-            raise TypeError("config must be a mapping")
-        if tags is not None:
-            tags = check_tags(tags)
-        if target_compute is not None:
-            target_compute = to_compute(target_compute)
         self.meter = meter
-        self._meta: dict[str, Any] = {
-            "project": self.project,
-            "name": self.name,
-            "compute_unit": compute_unit,
-        }
-        if config is not None:
-            self._meta["config"] = json_config(config)
-        if tags is not None:
-            self._meta["tags"] = tags
-        if target_compute is not None:
-            self._meta["target_compute"] = target_compute
-        if fit_metric is not None:
-            self._meta["fit_metric"] = check_name("fit_metric", fit_metric)
-        if group is not None:  # sent with the run's creation (and each resume: moves it)
-            self._meta["group"] = check_group(group)
+        # The unit of compute: given, else the meter's, else decided by the first log(): the
+        # unit its compute carries (flops(), a ComputeMeter), or DEFAULT_UNIT for a number.
+        self._unit_given = compute_unit is not None
+        unit = compute_unit if compute_unit is not None else getattr(meter, "unit", None)
+        if compute_unit is not None and meter is not None and not _same_unit(
+                meter.unit, compute_unit):
+            raise ValueError(f"meter counts {meter.unit} but compute_unit is {compute_unit!r}")
+        self._meta = registration_body(
+            self.project, self.name, config=config, target_compute=target_compute,
+            compute_unit=unit, tags=tags, fit_metric=fit_metric, group=group)
+        self._unit: str | None = self._meta.get("compute_unit")
+        self._meta_dirty = False  # run.json to rewrite (the unit was decided by log())
 
         self.spool = Spool(home, self.project, self.name)
         meta = {**self._meta, "mode": self.mode, "url": self.url}
@@ -231,6 +223,11 @@ class Run:
         return self._target.run_id
 
     @property
+    def compute_unit(self) -> str | None:
+        """The unit of this run's compute; None until the first ``log()`` decides it."""
+        return self._unit
+
+    @property
     def spool_dir(self) -> str:
         return str(self.spool.dir)
 
@@ -259,6 +256,9 @@ class Run:
                 if compute is None:
                     raise ValueError("compute is required (pass compute= or init(meter=...))")
             else:
+                unit = getattr(compute, "unit", None)  # flops() and ComputeMeter carry one
+                if unit is not None and unit != self._unit:
+                    self._take_unit(unit)
                 compute = to_compute(compute)
         # The fast path: the names seen before (checked then, their journal format kept) and
         # every value a finite float.  Anything else takes `_checked`, the full checks.
@@ -302,8 +302,30 @@ class Run:
             out[k] = v
         return tuple(out), tuple(out.values())
 
+    def _take_unit(self, unit: str | None) -> None:
+        """Decide the run's compute unit (the first log(), off the hot path), or refuse a
+        compute value whose unit is not the run's: a run's compute has one unit."""
+        if self._unit is None:
+            self._unit = unit or DEFAULT_UNIT
+            # A new dict, never a change in place: the sender thread may be serialising the
+            # old one (registering a resumed run's leftover spool).
+            self._meta = {**self._meta, "compute_unit": self._unit}
+            self._target.meta = self._meta
+            self._meta_dirty = True  # the writer thread rewrites run.json
+            return
+        if unit is None or _same_unit(unit, self._unit):
+            return
+        why = ("init(compute_unit=...)" if self._unit_given
+               else "the unit of the compute its first log() passed")
+        raise ValueError(
+            f"compute is in {unit}, but run {self.project}/{self.name} counts compute in "
+            f"{self._unit} ({why}); log compute in one unit, or convert it to a plain number "
+            "and say its unit with init(compute_unit=...)")
+
     def _learn_names(self, keys: tuple[str, ...]) -> Any:
         """Check a set of names not logged before and keep it, with its journal format."""
+        if self._unit is None:  # the first log() passed a plain number: the default unit
+            self._take_unit(None)
         for k in keys:
             bad_metric_name(k)  # not the hot path: the whole check, no inline one first
         if len(self._names) >= MAX_NAME_SETS:
@@ -412,6 +434,8 @@ class Run:
     def _ensure_registered_sync(self) -> int | None:
         rid = self._target.run_id
         if rid is None:
+            if self._unit is None:
+                self._take_unit(None)
             rid = self._queries.register(self._meta)
             if rid is not None:  # never clear an id the sender thread set meanwhile
                 self._target.run_id = rid
@@ -442,6 +466,12 @@ class Run:
                 return
 
     def _drain_to_disk(self) -> None:
+        if self._meta_dirty:  # before the batches: a later `sync` registers from run.json
+            self._meta_dirty = False
+            try:
+                self.spool.write_meta({**self._meta, "mode": self.mode, "url": self.url})
+            except OSError:
+                self._meta_dirty = True
         q = self._q
         wrote = False
         if q and self._journal is not None and self._jappend is not None and not self._drain_failed:
@@ -507,7 +537,7 @@ def init(
     name: str,
     config: Mapping[str, Any] | None = None,
     target_compute: float | None = None,
-    compute_unit: str = "gpu_hours",
+    compute_unit: str | None = None,
     url: str | None = None,
     token: str | None = None,
     mode: str | None = None,
@@ -524,7 +554,11 @@ def init(
     ``url``/``token`` default to ``$SCALEWATCH_URL`` (else ``http://127.0.0.1:8765``) and
     ``$SCALEWATCH_TOKEN``; ``mode`` to ``$SCALEWATCH_MODE`` or ``"online"``; ``home`` (the spool
     root) to ``$SCALEWATCH_HOME`` or ``~/.scalewatch``. ``meter`` is used when ``log()`` gets no
-    ``compute``. ``group`` names the recipe this run is a seed of (e.g. ``"cispo-768"``): the
+    ``compute``. ``compute_unit`` names the unit of compute (e.g. ``"gpu_hours"``,
+    ``"flops"``, ``"tokens"``); left out, it is the unit the compute carries -- ``flops()``
+    values are ``"flops"``, a ``ComputeMeter`` counts ``"gpu_hours"`` -- and for plain numbers
+    ``"gpu_hours"``. Compute of another unit than the run's raises ``ValueError`` in ``log()``.
+    ``group`` names the recipe this run is a seed of (e.g. ``"cispo-768"``): the
     server fits the group's runs together (``GET /api/v1/groups/fit``). A leftover spool of the
     same run (crash, server outage) is replayed first.
     """
@@ -533,6 +567,42 @@ def init(
         url=url, token=token, mode=mode, tags=tags, fit_metric=fit_metric, home=home,
         timeout=timeout, meter=meter, group=group,
     )
+
+
+def registration_body(
+    project: str,
+    name: str,
+    *,
+    config: Mapping[str, Any] | None = None,
+    target_compute: float | None = None,
+    compute_unit: str | None = None,
+    tags: list[str] | None = None,
+    fit_metric: str | None = None,
+    group: str | None = None,
+) -> dict[str, Any]:
+    """The body of ``POST /api/v1/runs`` for a run, checked as :func:`init` checks it (the
+    CLI asks the server with it before starting; a run sends it when it registers)."""
+    body: dict[str, Any] = {"project": check_name("project", project),
+                            "name": check_name("name", name)}
+    if compute_unit is not None:
+        body["compute_unit"] = check_unit(compute_unit)
+    if config is not None:
+        if not isinstance(config, Mapping):
+            raise TypeError("config must be a mapping")
+        body["config"] = json_config(config)
+    if tags is not None:
+        body["tags"] = check_tags(tags)
+    if target_compute is not None:
+        body["target_compute"] = to_compute(target_compute)
+    if fit_metric is not None:
+        body["fit_metric"] = check_name("fit_metric", fit_metric)
+    if group is not None:  # sent with the run's creation (and each resume: moves it)
+        body["group"] = check_group(group)
+    return body
+
+
+def _same_unit(a: str, b: str) -> bool:
+    return a.lower() == b.lower()
 
 
 def _after_fork_in_child() -> None:

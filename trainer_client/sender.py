@@ -29,7 +29,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._http import Connection, TransportError, backoff_delay, is_retryable_status, parse_retry_after
+from ._http import (
+    Connection,
+    TransportError,
+    backoff_delay,
+    error_text,
+    is_retryable_status,
+    parse_retry_after,
+)
 from .limits import MAX_POINTS_PER_REQUEST
 from .spool import Spool
 
@@ -71,6 +78,12 @@ class SendTarget:
         if key not in self.logged:
             self.logged.add(key)
             logger.log(level, msg, *args)
+
+    def reached(self) -> None:
+        """The server answered: say so once if it had been unreachable."""
+        if {"register-net", "send-net"} & self.logged:
+            self.logged -= {"register-net", "send-net"}
+            logger.info("scalewatch: reached %s again; sending the spooled points", self.url)
 
 
 def dedupe_points(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -183,18 +196,19 @@ class Sender:
             try:
                 target.run_id = int(r.json()["id"])
             except (ValueError, KeyError, TypeError):
-                self.last_error = f"bad run answer: {r.body[:200]!r}"
+                self.last_error = f"not a scalewatch answer to run registration ({error_text(r)})"
                 self._backoff()
                 return False
             self.attempt = 0
             self.failures = 0
-            target.logged.discard("register-net")
+            target.reached()
             return True
-        self.last_error = f"HTTP {r.status} on run registration: {r.body[:500]!r}"
+        self.last_error = f"run registration refused: {error_text(r)}"
         target.log_once(
             ("register", r.status), logging.ERROR,
-            "scalewatch: server refused to create run %s/%s (HTTP %d: %s); points stay in %s",
-            target.meta["project"], target.meta["name"], r.status, r.body[:500], self.spool.dir,
+            "scalewatch: %s refused to create run %s/%s (%s); points stay in %s",
+            target.url, target.meta["project"], target.meta["name"], error_text(r),
+            self.spool.dir,
         )
         self._backoff(parse_retry_after(r.headers.get("retry-after")))
         return False
@@ -249,10 +263,9 @@ class Sender:
             self.attempt = 0
             self.failures = 0
             self._reregistered = False
-            target.logged.discard("send-net")
+            target.reached()
             return
-        body = r.body[:2000].decode("utf-8", "replace")
-        self.last_error = f"HTTP {r.status}: {body[:300]}"
+        self.last_error = error_text(r)
         if is_retryable_status(r.status):
             target.log_once(
                 ("retry", r.status), logging.WARNING,
@@ -284,11 +297,11 @@ class Sender:
         else:
             self._reregistered = False
             for f in used:
-                self.spool.reject(f, f"HTTP {r.status}\n{body}")
+                self.spool.reject(f, self.last_error)
             self.rejected_batches += len(used)
             target.log_once(
                 ("drop", r.status), logging.ERROR,
-                "scalewatch: server rejected a batch of %d point(s) with HTTP %d (%s); it is "
-                "dropped (kept in %s/rejected) and further such batches are dropped silently",
-                len(points), r.status, body[:500], self.spool.dir,
+                "scalewatch: server rejected a batch of %d point(s) (%s); it is dropped (kept in "
+                "%s/rejected) and further such batches are dropped silently",
+                len(points), self.last_error, self.spool.dir,
             )

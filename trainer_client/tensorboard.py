@@ -11,6 +11,7 @@ per tag is saved with the spool, so nothing is sent twice.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 from collections.abc import Iterator
@@ -20,8 +21,10 @@ from typing import Any
 from trainer_client.limits import MAX_NAME_LENGTH, MAX_STEP
 from trainer_client.records import Follower
 from trainer_client.run import Run
+from trainer_client.validation import metric_name_problem
 
 EVENT_GLOB = "events.out.tfevents.*"
+logger = logging.getLogger("scalewatch.follow")
 
 
 def _require() -> Any:
@@ -88,6 +91,9 @@ class TensorBoardTail:
 
     def __init__(self, path: str | os.PathLike, last: dict[str, int] | None = None) -> None:
         _require()
+        # TensorBoard's loader logs "No path found after <file>" (INFO) on every pass with
+        # nothing new: a follower's log says what changes, not that nothing did.
+        logging.getLogger("tensorboard").setLevel(logging.WARNING)
         self.root = Path(path)
         self.last: dict[str, int] = dict(last or {})  # tag -> last step sent
         self._watchers: dict[Path, Any] = {}
@@ -100,6 +106,8 @@ class TensorBoardTail:
         )
 
         if d not in self._watchers:
+            if self._watchers or d != self.root:
+                logger.info("scalewatch follow: reading TensorBoard run directory %s", d)
             if d.is_dir():
                 self._watchers[d] = directory_watcher.DirectoryWatcher(
                     str(d), event_file_loader.EventFileLoader, io_wrapper.IsSummaryEventsFile)
@@ -107,14 +115,25 @@ class TensorBoardTail:
                 self._watchers[d] = event_file_loader.EventFileLoader(str(d))
         return self._watchers[d]
 
+    def _load(self, d: Path) -> Iterator[Any]:
+        """The new events of run directory ``d``; a directory that went away is dropped."""
+        try:
+            yield from self._watcher(d).Load()
+        except Exception as exc:  # noqa: BLE001 - TensorBoard raises its own error types
+            logger.warning("scalewatch follow: cannot read %s (%s); it is read again from its "
+                           "start if it comes back", d, getattr(exc, "message", None) or exc)
+            self._watchers.pop(d, None)
+
     def poll(self) -> list[tuple[int, dict[str, float], float]]:
         """New (step, metrics, wall time) rows, by step; a run directory that appeared since
         the last pass is read from its start."""
         by_step: dict[int, dict[str, float]] = {}
         times: dict[int, float] = {}
+        if not self.root.exists():
+            return []
         for d in _run_dirs(self.root):
             prefix = _prefix(self.root, d)
-            for event in self._watcher(d).Load():
+            for event in self._load(d):
                 if not event.HasField("summary"):
                     continue
                 step = int(event.step)
@@ -123,7 +142,7 @@ class TensorBoardTail:
                 for value in event.summary.value:
                     name = prefix + value.tag
                     v = _scalar(value)
-                    if (v is None or not math.isfinite(v) or len(name) > MAX_NAME_LENGTH
+                    if (v is None or not math.isfinite(v) or metric_name_problem(name)
                             or step <= self.last.get(name, -1)):
                         continue
                     by_step.setdefault(step, {})[name] = v

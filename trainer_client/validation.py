@@ -23,14 +23,17 @@ from .limits import (
     MAX_STEP,
     MAX_TAG_LENGTH,
     MAX_TAGS,
+    MAX_UNIT_LENGTH,
 )
 
 __all__ = [
     "RateLimitedWarning",
     "bad_metric_name",
+    "metric_name_problem",
     "check_group",
     "check_name",
     "check_tags",
+    "check_unit",
     "json_config",
     "to_compute",
     "to_float",
@@ -64,6 +67,16 @@ def check_name(label: str, value: Any) -> str:
     return value
 
 
+def check_unit(unit: Any) -> str:
+    """``unit`` if the server accepts it as a run's compute_unit; raises otherwise."""
+    if not isinstance(unit, str):
+        raise TypeError(f"compute_unit must be a string, got {type(unit).__name__}")
+    if not unit.strip() or len(unit) > MAX_UNIT_LENGTH or "\x00" in unit:
+        raise ValueError(f"compute_unit must be a non-blank string of <= {MAX_UNIT_LENGTH} "
+                         f"characters without NUL, got {unit!r}")
+    return unit
+
+
 def check_group(group: Any) -> str:
     """``group`` if the server accepts it as a run's group (its recipe); raises otherwise."""
     if not isinstance(group, str):
@@ -89,13 +102,28 @@ def check_tags(tags: Any) -> list[str]:
     return list(tags)
 
 
+def metric_name_problem(k: str) -> str | None:
+    """What the server would refuse in the metric name ``k``, or None."""
+    if not k or len(k) > MAX_NAME_LENGTH:
+        return f"must have 1..{MAX_NAME_LENGTH} characters"
+    if "\x00" in k:
+        return "must not contain NUL"
+    if not k.isascii():
+        try:
+            k.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate, e.g. json.loads('"\\udfff"')
+            return "is not valid text (a lone surrogate)"
+    return None
+
+
 def bad_metric_name(k: Any) -> None:
     """Raise the error for ``k`` if it is no valid metric name (``log()`` calls it only when
     its own inline check fails; a new set of names is checked with it directly)."""
     if not isinstance(k, str):
         raise TypeError(f"metric names must be strings, got {type(k).__name__}")
-    if not k or len(k) > MAX_NAME_LENGTH or "\x00" in k:
-        raise ValueError(f"metric names must have 1..{MAX_NAME_LENGTH} characters, got {k!r}")
+    problem = metric_name_problem(k)
+    if problem:
+        raise ValueError(f"metric name {k!r} {problem}")
 
 
 def to_float(key: str, v: Any) -> float:

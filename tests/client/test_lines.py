@@ -1,0 +1,84 @@
+"""LineTail: each line's number, an offset that moves only past consumed lines, over-long lines
+skipped up to their newline, and states saved before line numbers were kept."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from trainer_client import lines
+from trainer_client.lines import LineTail
+
+
+def _read(tail: LineTail) -> list[tuple[int, bytes | None]]:
+    return list(tail.lines())
+
+
+def test_offset_moves_only_past_consumed_lines(tmp_path: Path) -> None:
+    f = tmp_path / "a.jsonl"
+    f.write_bytes(b"one\ntwo\nthree\npartial")
+    tail = LineTail(f)
+    it = tail.lines()
+    assert next(it) == (1, b"one")
+    assert next(it) == (2, b"two")
+    it.close()  # the consumer stopped (an error) while handling line 2: it is read again
+    assert tail.state()["offset"] == len(b"one\n") and tail.state()["line"] == 1
+    assert _read(tail) == [(2, b"two"), (3, b"three")]  # the partial line waits
+    with f.open("ab") as out:
+        out.write(b" line\n")
+    assert _read(tail) == [(4, b"partial line")]
+    assert _read(tail) == []
+
+
+def test_over_long_line_is_skipped_up_to_its_newline(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(lines, "MAX_READ", 16)
+    monkeypatch.setattr(lines, "MAX_LINE_BYTES", 16)
+    f = tmp_path / "a.jsonl"
+    f.write_bytes(b"short\n" + b"x" * 50 + b"\nafter\n")
+    tail = LineTail(f)
+    assert _read(tail) == [(1, b"short"), (2, None), (3, b"after")]
+    assert tail.state()["offset"] == f.stat().st_size and not tail.state()["skipping"]
+
+
+def test_a_state_without_line_numbers_counts_them(tmp_path: Path) -> None:
+    f = tmp_path / "a.jsonl"
+    f.write_bytes(b"a\nb\nc\nd\n")
+    inode = f.stat().st_ino
+    tail = LineTail(f, {"inode": inode, "offset": 4})  # saved by an earlier version
+    assert _read(tail) == [(3, b"c"), (4, b"d")]
+
+
+def test_truncation_and_replacement_restart_the_numbering(tmp_path: Path) -> None:
+    f = tmp_path / "a.jsonl"
+    f.write_bytes(b"a\nb\nc\n")
+    tail = LineTail(f)
+    assert [n for n, _ in _read(tail)] == [1, 2, 3]
+    f.write_bytes(b"x\n")  # truncated in place
+    assert _read(tail) == [(1, b"x")]
+    new = tmp_path / "b.jsonl"
+    new.write_bytes(b"y\nz\n")
+    new.replace(f)
+    assert _read(tail) == [(1, b"y"), (2, b"z")]
+
+
+def test_pipelinerl_trainer_lines_with_out_of_range_numbers_do_not_raise() -> None:
+    from trainer_client.pipelinerl import parse_trainer_line
+
+    huge = "1" + "0" * 400
+    got = parse_trainer_line(f"Completed steps 3: {{'rl/reward': {huge}, 'stats/samples': 64}}")
+    assert got is not None and got[0] == 3 and got[1] == {"stats/samples": 64.0}
+    assert parse_trainer_line(f"Completed steps {huge}: {{'rl/reward': 0.5}}") is None
+
+
+def test_import_skips_an_over_long_line_without_reading_it_whole(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(lines, "MAX_READ", 16)
+    monkeypatch.setattr(lines, "MAX_LINE_BYTES", 32)
+    f = tmp_path / "a.jsonl"
+    f.write_bytes(b'{"step": 1, "a": 1}\n{"step": 2, "a": ' + b"1" * 100
+                  + b'}\n{"step": 3, "a": 3}')
+    bad = lines.BadLines()
+    assert list(lines.file_records("jsonl", f, "step", bad)) == [(1, {"a": 1.0}), (3, {"a": 3.0})]
+    assert bad.count == 1
