@@ -52,7 +52,7 @@ from trainer_client.tensorboard import TensorBoardFollower, tensorboard_records
 logger = logging.getLogger("scalewatch.follow")
 
 LINE_FORMATS = ("verl", "prime-rl", "jsonl")
-FOLLOW_FORMATS = (*LINE_FORMATS, "tensorboard", "pipelinerl")
+FOLLOW_FORMATS = (*LINE_FORMATS, "tensorboard", "pipelinerl", "wandb")
 IMPORT_FORMATS = (*LINE_FORMATS, "tensorboard", "mlflow", "wandb")
 # Where each format's trainer keeps its step (prime-rl: "step"; verl: "step" around "data").
 DEFAULT_STEP_KEY = {"verl": "step", "prime-rl": "step", "jsonl": "step"}
@@ -170,8 +170,8 @@ def _init(args: argparse.Namespace, source: str, compute: Compute,
 def _common_arguments(p: argparse.ArgumentParser, formats: tuple[str, ...]) -> None:
     p.add_argument("format", choices=formats, metavar="FORMAT", help=" | ".join(formats))
     p.add_argument("path", metavar="PATH", help="file or directory")
-    p.add_argument("--project", required=True)
-    p.add_argument("--name", required=True, help="run name")
+    p.add_argument("--project", help="project (required, except for wandb: the W&B run's)")
+    p.add_argument("--name", help="run name (required, except for wandb: the W&B run's)")
     p.add_argument("--url", default=None, help="server URL (default $SCALEWATCH_URL)")
     p.add_argument("--token", default=None, help="API token (default $SCALEWATCH_TOKEN)")
     p.add_argument("--home", default=None, help="spool root (default $SCALEWATCH_HOME)")
@@ -184,6 +184,8 @@ def _common_arguments(p: argparse.ArgumentParser, formats: tuple[str, ...]) -> N
     p.add_argument("--group", default=None,
                    help="the recipe this run is a seed of (its group; MLflow imports default "
                         "to the run's scalewatch.group tag)")
+    p.add_argument("--group-from-wandb", action="store_true",
+                   help="wandb: the W&B run's group becomes its group")
 
 
 def add_follow_arguments(p: argparse.ArgumentParser) -> None:
@@ -211,6 +213,13 @@ def _stop_event() -> threading.Event:
     return stop
 
 
+def _named(args: argparse.Namespace) -> bool:
+    if args.project and args.name:
+        return True
+    print(f"scalewatch: {args.format} needs --project and --name", file=sys.stderr)
+    return False
+
+
 def follow_main(args: argparse.Namespace) -> int:
     """``scalewatch follow FORMAT PATH``: until SIGTERM/Ctrl-C; exit 0 when everything read
     was acknowledged by the server (else it stays spooled for the next start or ``sync``)."""
@@ -221,6 +230,12 @@ def follow_main(args: argparse.Namespace) -> int:
         args.exp_dir = args.path
         return sidecar_main(args)
     stop = _stop_event()
+    if args.format == "wandb":  # W&B transaction logs: trainer_client/wandb_follow.py
+        from trainer_client.wandb_follow import follow_wandb_main
+
+        return follow_wandb_main(args, stop.wait)
+    if not _named(args):
+        return 2
     compute = Compute(args.compute)  # validated before anything starts
     follower: Follower
     if args.format == "tensorboard":
@@ -247,6 +262,13 @@ def follow_main(args: argparse.Namespace) -> int:
 
 def import_main(args: argparse.Namespace) -> int:
     """``scalewatch import FORMAT SOURCE``: load a finished run once and mark it finished."""
+    if args.format == "wandb":
+        from trainer_client.wandb_follow import import_wandb_main, is_wandb_source
+
+        if is_wandb_source(args.path):  # run-*.wandb transaction logs, not an export
+            return import_wandb_main(args)
+    if not _named(args):
+        return 2
     compute = Compute(args.compute)
     path = Path(args.path)
     fit_metric: str | None = None
