@@ -10,7 +10,9 @@ Formats (one record per line, JSON):
 * ``tensorboard`` -- event files, read with TensorBoard's own reader (the ``tensorboard``
   extra: ``pip install 'scalewatch[tensorboard]'``), nothing sampled away; followed
   incrementally (:mod:`trainer_client.tensorboard`);
-* ``pipelinerl`` (follow) -- the PipelineRL sidecar, under this name too.
+* ``pipelinerl`` (follow) -- the PipelineRL sidecar, under this name too;
+* ``wandb`` -- the transaction logs W&B writes next to the trainer (``wandb/run-*/*.wandb``),
+  project and name from the W&B run (:mod:`trainer_client.wandb_follow`).
 
 Everything is sent through :mod:`trainer_client` (write-ahead journal, spool, retries), so a
 server outage loses nothing. A follower saves its file offsets next to the run's spool once the

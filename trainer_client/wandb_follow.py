@@ -237,7 +237,9 @@ def follow_wandb_main(args: argparse.Namespace, stop_wait: Callable[[float], boo
             break
     with contextlib.suppress(Exception):
         follower.poll_once()
-    return 0 if follower.stop() == 0 else 1
+    left = follower.stop()
+    logger.info("scalewatch follow: stopped (%d points not acknowledged yet)", left)
+    return 0 if left == 0 else 1
 
 
 def import_wandb_main(args: argparse.Namespace) -> int:
