@@ -26,6 +26,7 @@ import json
 import logging
 import re
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -33,13 +34,14 @@ from typing import Any
 from trainer_client.importers import _group
 from trainer_client.records import Compute, log_record
 from trainer_client.run import Run, init
-from trainer_client.spool import _atomic_write
-from trainer_client.wandb_log import RunInfo, WandbLogError, events
+from trainer_client.spool import Spool, _atomic_write
+from trainer_client.wandb_log import READ_BUDGET, RunInfo, WandbLogError, events
 
 logger = logging.getLogger("scalewatch.follow")
 
 STATE_FILE = "wandb_follow.json"  # in the scalewatch run's spool directory
 HEAD_EVENTS = 64  # records read for a run's identity: its run record comes second
+IDLE_SECONDS = 600.0  # a followed run with no news for this long is closed (reopened on news)
 _STARTED = re.compile(r"\d{8}_\d{6}")  # run-20261203_073402-<id>, offline-run-...
 
 
@@ -85,25 +87,65 @@ def read_head(path: Path) -> tuple[RunInfo | None, bool]:
 
 
 class WandbRun:
-    """One scalewatch run and the ``.wandb`` files that feed it."""
+    """One scalewatch run and the ``.wandb`` files that feed it.
+
+    Its state (each file's offset and exit code, the compute's running state) is read from the
+    spool directory before any run is started, so runs with nothing new -- the finished runs
+    of an old ``wandb/`` directory -- cost no client threads and no request. A run is started
+    when its files grow and closed again after ``IDLE_SECONDS`` without news (a crashed
+    trainer writes no exit record)."""
 
     def __init__(self, project: str, name: str, args: argparse.Namespace, final: bool) -> None:
         self.project, self.name, self.args, self.final = project, name, args, final
         self.files: list[Path] = []
         self.info: RunInfo | None = None
         self.run: Run | None = None
-        self.compute = Compute(args.compute)
-        self.state: dict[str, Any] = {}
+        self.state_path = Spool(args.home, project, name).dir / STATE_FILE
+        self.state = self._load()
+        self.compute = Compute(args.compute, **self.state.get("compute", {}))
         self.values = 0
+        self.more = False  # the last pass stopped at its read budget: more is waiting
+        self.ending: str | None = None  # finished/failed, once the points are acknowledged
         self.finished = False
         self.left = 0  # points not acknowledged when it finished
+        self.last_news = time.monotonic()
+
+    def _load(self) -> dict[str, Any]:
+        try:
+            saved = json.loads(self.state_path.read_text("utf-8"))
+        except (OSError, ValueError):
+            return {"files": {}}
+        if not isinstance(saved, dict) or not isinstance(saved.get("files"), dict):
+            return {"files": {}}
+        if not isinstance(saved.get("compute"), dict):
+            saved.pop("compute", None)
+        return saved
 
     def add(self, path: Path, info: RunInfo) -> None:
         self.files.append(path)
         if self.info is None:
             self.info = info
-        if self.finished:  # a finished run resumed: a new directory with more steps
-            self.finished = False
+        self.finished = False  # a finished run resumed: a new directory with more steps
+
+    def _news(self) -> bool:
+        files = self.state["files"]
+        for path in self.files:
+            st = files.get(str(path), {})
+            if st.get("exit") is not None:
+                continue
+            with contextlib.suppress(OSError):
+                if path.stat().st_size > int(st.get("offset", 0)):
+                    return True
+        return False
+
+    def _exit_not_marked(self) -> str | None:
+        """The status to set when the last file's exit record was read but the run not marked
+        finished (the follower stopped before the server had every point)."""
+        last = str(self.files[-1])
+        code = self.state["files"].get(last, {}).get("exit")
+        if code is None or self.state.get("ended") == last:
+            return None
+        return "finished" if code == 0 else "failed"
 
     def _start(self) -> Run:
         info = self.info or RunInfo()
@@ -114,40 +156,43 @@ class WandbRun:
         run = init(self.project, self.name, url=args.url, token=args.token, home=args.home,
                    compute_unit=self.compute.unit, fit_metric=args.fit_metric, config=config,
                    group=group)
-        try:
-            saved = json.loads((run.spool.dir / STATE_FILE).read_text("utf-8"))
-        except (OSError, ValueError):
-            saved = {}
-        self.state = saved if isinstance(saved.get("files"), dict) else {"files": {}}
-        if isinstance(saved.get("compute"), dict):
-            self.compute = Compute(args.compute, **saved["compute"])
+        self.state_path = run.spool.dir / STATE_FILE  # the same, unless home was unwritable
         logger.info("scalewatch follow: W&B run %s (%s) -> %s/%s", info.run_id or "?",
                     self.files[0].parent, self.project, self.name)
         return run
 
-    def _save(self, files: dict[str, Any]) -> None:
-        assert self.run is not None
-        self.state = {"files": files, "compute": self.compute.state()}
+    def _save(self, files: dict[str, Any], ended: str | None = None) -> None:
+        self.state = {"files": files, "compute": self.compute.state(),
+                      "ended": ended or self.state.get("ended")}
         try:
-            _atomic_write(self.run.spool.dir / STATE_FILE, json.dumps(self.state).encode(),
-                          fsync=False)
+            _atomic_write(self.state_path, json.dumps(self.state).encode(), fsync=False)
         except OSError as exc:
             logger.warning("scalewatch follow: cannot save the W&B follow state: %s", exc)
 
     def poll(self) -> int:
-        """Log what the files hold past the saved offsets; returns the values logged."""
+        """Log what the files hold past the saved offsets (up to a read budget per file);
+        returns the values logged."""
         if self.finished:
             return 0
         if self.run is None:
+            self.ending = self.ending or self._exit_not_marked()
+            if not self._news() and self.ending is None:
+                return 0
             self.run = self._start()
         run = self.run
-        files = {k: dict(v) for k, v in self.state.get("files", {}).items()}
-        n = 0
+        files = {k: dict(v) for k, v in self.state["files"].items()}
+        n, self.more = 0, False
         for path in self.files:
             st = files.setdefault(str(path), {"offset": 0, "exit": None})
             if st.get("exit") is not None:
                 continue
-            evs, st["offset"] = events(path, int(st.get("offset", 0)), self.final)
+            before = int(st.get("offset", 0))
+            try:
+                evs, st["offset"] = events(path, before, self.final)
+            except OSError as exc:  # the directory was removed: nothing more will come
+                logger.warning("scalewatch follow: cannot read %s: %s", path, exc)
+                continue
+            self.more = self.more or st["offset"] - before >= READ_BUDGET
             for e in evs:
                 if e.kind == "history" and e.metrics and e.step is not None:
                     compute = self.compute.of(e.step, e.metrics, e.time)
@@ -159,14 +204,25 @@ class WandbRun:
         self._save(files)
         self.values += n
         last = files.get(str(self.files[-1]), {}).get("exit")
-        if last is not None:
-            self._finish("finished" if last == 0 else "failed")
+        if last is not None and not self.more:
+            self.ending = "finished" if last == 0 else "failed"
+        now = time.monotonic()
+        if n:
+            self.last_news = now
+        # Finish once the server has every point (finish() then returns at once: no wait on
+        # a server that is down); close an idle run, to reopen it when its files grow.
+        if self.ending and (self.final or run.spool.pending_points() == 0):
+            self._finish(self.ending)
+        elif not self.final and now - self.last_news > IDLE_SECONDS:
+            self.stop()
         return n
 
     def _finish(self, status: str) -> None:
         assert self.run is not None
-        left = self.left = self.run.finish(timeout=60, status=status)
-        self.run, self.finished = None, True
+        left = self.left = self.run.finish(timeout=300 if self.final else 60, status=status)
+        self.run, self.finished, self.ending = None, True, None
+        if not left:  # the status is set: a restart need not set it again
+            self._save(self.state["files"], ended=str(self.files[-1]))
         if left:
             logger.warning("scalewatch follow: %s/%s ended but %d points are not acknowledged "
                            "yet; they stay spooled (`scalewatch sync` sends them)",
@@ -231,8 +287,10 @@ def follow_wandb_main(args: argparse.Namespace, stop_wait: Callable[[float], boo
     while True:
         try:
             follower.poll_once()
-        except Exception:  # noqa: BLE001 - a damaged file or a full disk must not stop following
-            logger.exception("scalewatch follow: poll failed")
+        except Exception as exc:  # noqa: BLE001 - a bad file or a full disk must not stop it
+            logger.error("scalewatch follow: poll failed (%s: %s); trying again",
+                         type(exc).__name__, exc)
+            logger.debug("scalewatch follow: poll failed", exc_info=True)
         if stop_wait(args.poll_interval):
             break
     with contextlib.suppress(Exception):
@@ -257,7 +315,8 @@ def import_wandb_main(args: argparse.Namespace) -> int:
         return 2
     left = 0
     for r in follower.runs.values():
-        r.poll()
+        while r.poll() or r.more:  # a long log is read a budget at a time
+            pass
         left += r.left
         if not r.finished:  # no exit record: a run still going, or killed
             left += r.stop(timeout=300)

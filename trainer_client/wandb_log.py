@@ -39,6 +39,7 @@ BLOCK = 32 * 1024
 CHUNK_HEADER = struct.Struct("<IHB")
 FULL, FIRST, MIDDLE, LAST = 1, 2, 3, 4
 READ_BYTES = 8 * 1024 * 1024  # per read; a record bigger than this is read in more steps
+READ_BUDGET = 64 * 1024 * 1024  # per scan: a long log is taken a part at a time (memory)
 # crc32 of each chunk type byte: the checksum continues from it over the payload.
 _TYPE_CRC = {t: zlib.crc32(bytes([t])) for t in (FULL, FIRST, MIDDLE, LAST)}
 
@@ -84,10 +85,11 @@ def _chunks(data: bytes, base: int, final: bool) -> Iterator[tuple[int, int, byt
 
 
 def scan(path: str | os.PathLike, offset: int = 0, final: bool = False,
-         read_bytes: int = READ_BYTES) -> tuple[list[bytes], int]:
+         read_bytes: int = READ_BYTES, budget: int = READ_BUDGET) -> tuple[list[bytes], int]:
     """The complete records of ``path`` from ``offset`` on, and the offset just after the last
-    one (where the next call starts). ``final``: the file is finished (an import), so a damaged
-    tail is skipped instead of waited for."""
+    one (where the next call starts); it stops once ``budget`` bytes were read past
+    ``offset``. ``final``: the file is finished (an import), so a damaged tail is skipped
+    instead of waited for."""
     with open(path, "rb") as f:
         if offset < len(HEADER):
             head = f.read(len(HEADER))
@@ -99,6 +101,7 @@ def scan(path: str | os.PathLike, offset: int = 0, final: bool = False,
                 raise WandbLogError(f"{path} is not a W&B transaction log (header {head!r})")
             offset = len(HEADER)
         records: list[bytes] = []
+        start = offset
         while True:
             f.seek(offset)
             data = f.read(read_bytes)
@@ -119,7 +122,7 @@ def scan(path: str | os.PathLike, offset: int = 0, final: bool = False,
                         parts, offset = [], stop
                 elif kind == 0 or kind in (MIDDLE, LAST):  # damage, or an orphan continuation
                     parts, offset = [], stop
-            if len(data) < read_bytes:
+            if len(data) < read_bytes or (offset - start >= budget and records):
                 return records, offset
             if offset == before:  # one record longer than the window: read more at once
                 read_bytes *= 2

@@ -215,14 +215,34 @@ def test_a_restarted_follower_resumes_without_loss_or_resending(
     sent_after = again.poll_once()
     # 300 steps x 2 metrics + 6 evaluations: each value sent exactly once over both followers.
     assert sent_before + sent_after == 606
-    assert again.poll_once() == 0
     (w,) = again.runs.values()
-    assert w.finished  # the exit record, with exit code 1
+    # The exit record (exit code 1) ends the run once the server has every point.
+    wait_for(lambda: again.poll_once() == 0 and w.finished)
     run = _check_run(live_server, "grpo-seed1", 300)
     assert run["status"] == "failed"
-    # The saved offsets never pass what was spooled: a third start sends nothing.
+    # The saved offsets never pass what was spooled: a third start sends nothing, and starts
+    # no run at all (nothing new, the status already set).
     third = WandbFollower(out, _args(tmp_path, live_server))
     assert third.poll_once() == 0
+    assert all(r.run is None for r in third.runs.values())
+
+
+def test_an_exit_read_while_the_server_is_down_finishes_the_run_when_it_is_back(
+    wandb_installed: None, live_server: LiveServer, tmp_path: Path
+) -> None:
+    out = tmp_path / "trainer"
+    _finished(_writer(tmp_path, out, "grpo-seed1", 120)[0])
+    live_server.stop()
+    down = WandbFollower(out, _args(tmp_path, live_server))
+    assert down.poll_once() == 243  # read and spooled; the server cannot acknowledge them
+    (w,) = down.runs.values()
+    assert w.ending == "finished" and not w.finished
+    assert w.stop(timeout=2) == 120  # stopped: every step (a point) stays spooled
+    live_server.start()
+    back = WandbFollower(out, _args(tmp_path, live_server))
+    wait_for(lambda: back.poll_once() == 0 and all(r.finished for r in back.runs.values()))
+    run = _check_run(live_server, "grpo-seed1", 120)
+    assert run["status"] == "finished"
 
 
 def test_the_reader_waits_for_records_being_written_and_skips_damage(
@@ -245,6 +265,13 @@ def test_the_reader_waits_for_records_being_written_and_skips_damage(
         part.write_bytes(data)
         rest, _ = scan(part, offset)
         assert first + rest == whole, cut
+    # A read budget takes a long log a part at a time, every record once.
+    parts, offset = [], 0
+    while offset < len(data):
+        got, offset = scan(log, offset, read_bytes=4096, budget=10_000)
+        assert got
+        parts += got
+    assert parts == whole
     # A damaged chunk in the middle: its block is skipped, the records after it are read.
     damaged = bytearray(data)
     damaged[40_000] ^= 0xFF
