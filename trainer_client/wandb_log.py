@@ -169,7 +169,10 @@ class Event:
 
 def _item_key(item: Any) -> str:
     # wandb-core writes keys as nested_key (a one-element list for "a/b"); older clients `key`.
-    return item.key or ".".join(item.nested_key)
+    nested = item.nested_key
+    if len(nested) == 1:
+        return str(nested[0])
+    return item.key or ".".join(nested)
 
 
 def _json(text: str) -> Any:
@@ -231,7 +234,14 @@ def decode(payload: bytes, record_class: Any = None) -> Event | None:
         elif key == "_timestamp":
             t = _json(item.value_json)
         elif key and not key.startswith("_"):  # _runtime, _wandb: bookkeeping
-            metrics.update(_scalars(key, _json(item.value_json)))
+            text = item.value_json
+            try:  # the common case, a number: float() is ~10x cheaper than json.loads
+                v = float(text)
+            except ValueError:
+                metrics.update(_scalars(key, _json(text)))
+                continue
+            if v - v == 0.0 and len(key) <= MAX_NAME_LENGTH and "\x00" not in key:  # finite
+                metrics[key] = v
     if isinstance(step, float) and step.is_integer():
         step = int(step)
     if not isinstance(step, int) or isinstance(step, bool) or not 0 <= step <= MAX_STEP:
