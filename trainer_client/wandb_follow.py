@@ -255,10 +255,16 @@ class WandbFollower:
                 continue
             try:
                 info, started = read_head(path)
-            except (OSError, WandbLogError) as exc:
+            except WandbLogError as exc:  # not a W&B log (or a newer format): say it once
                 if self.final:
                     raise
-                logger.info("scalewatch follow: %s not readable yet (%s)", path, exc)
+                logger.warning("scalewatch follow: skipping %s", exc)
+                self.known.add(path)
+                continue
+            except OSError as exc:  # removed between the listing and the read
+                if self.final:
+                    raise
+                logger.debug("scalewatch follow: cannot read %s yet: %s", path, exc)
                 continue
             if info is None or not (started or self.final):
                 continue  # too new: its run record or first step is not written yet

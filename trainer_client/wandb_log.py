@@ -97,8 +97,11 @@ def scan(path: str | os.PathLike, offset: int = 0, final: bool = False,
                 if final or (head and not HEADER.startswith(head)):
                     raise WandbLogError(f"{path} is not a W&B transaction log")
                 return [], 0
+            if head != HEADER and head[:-1] == HEADER[:-1]:  # another format version
+                raise WandbLogError(f"{path} is a W&B log of format version {head[-1]}, which "
+                                    "this scalewatch does not read (it reads version 0)")
             if head != HEADER:
-                raise WandbLogError(f"{path} is not a W&B transaction log (header {head!r})")
+                raise WandbLogError(f"{path} is not a W&B transaction log")
             offset = len(HEADER)
         records: list[bytes] = []
         start = offset

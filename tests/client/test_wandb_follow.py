@@ -287,3 +287,15 @@ def test_the_reader_waits_for_records_being_written_and_skips_damage(
     other.write_bytes(b"not a wandb file at all")
     with pytest.raises(WandbLogError, match="not a W&B transaction log"):
         scan(other)
+    other.write_bytes(HEADER[:-1] + b"\x01" + data[len(HEADER):])
+    with pytest.raises(WandbLogError, match="format version 1"):
+        scan(other)
+    # A follower says so once and goes on with the real runs; an import refuses it.
+    bad_dir = out / "wandb" / "run-20990101_000000-broken"
+    bad_dir.mkdir()
+    (bad_dir / "run-broken.wandb").write_bytes(b"not a wandb file at all")
+    follower = WandbFollower(out, argparse.Namespace(project="p", name=None, home=str(tmp_path),
+                                                     compute="step"))
+    follower._discover()
+    assert len(follower.runs) == 1 and len(follower.known) == 2
+    follower._discover()  # known: not read (nor reported) again
