@@ -66,7 +66,7 @@ def _client_parsers(sub: argparse._SubParsersAction) -> None:
     )
 
     p = sub.add_parser("follow", help="tail a trainer's log files into a run (verl, prime-rl, "
-                       "jsonl, tensorboard, pipelinerl)")
+                       "jsonl, tensorboard, pipelinerl, wandb)")
     add_follow_arguments(p)
     p.set_defaults(func=follow_main)
     p = sub.add_parser("import", help="load a finished run's log files once")

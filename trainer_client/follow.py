@@ -10,7 +10,9 @@ Formats (one record per line, JSON):
 * ``tensorboard`` -- event files, read with TensorBoard's own reader (the ``tensorboard``
   extra: ``pip install 'scalewatch[tensorboard]'``), nothing sampled away; followed
   incrementally (:mod:`trainer_client.tensorboard`);
-* ``pipelinerl`` (follow) -- the PipelineRL sidecar, under this name too.
+* ``pipelinerl`` (follow) -- the PipelineRL sidecar, under this name too;
+* ``wandb`` -- the transaction logs W&B writes next to the trainer (``wandb/run-*/*.wandb``),
+  project and name from the W&B run (:mod:`trainer_client.wandb_follow`).
 
 Everything is sent through :mod:`trainer_client` (write-ahead journal, spool, retries), so a
 server outage loses nothing. A follower saves its file offsets next to the run's spool once the
@@ -109,7 +111,9 @@ FOLLOWERS: dict[str, FollowFormat] = {
     "jsonl": _LINES,
     "tensorboard": FollowFormat(_existing, _tensorboard_follower),
 }
-FOLLOW_FORMATS = (*FOLLOWERS, "pipelinerl")  # pipelinerl: the sidecar, under this name too
+# pipelinerl: the sidecar, under this name too; wandb: trainer_client/wandb_follow.py (a
+# directory of runs, each its own scalewatch run, so not one Follower).
+FOLLOW_FORMATS = (*FOLLOWERS, "pipelinerl", "wandb")
 
 
 def import_records(run: Run, records: Iterable[Record | tuple[int, dict[str, float],
@@ -172,8 +176,8 @@ def _fail(command: str, message: str) -> int:
 def _common_arguments(p: argparse.ArgumentParser, formats: tuple[str, ...]) -> None:
     p.add_argument("format", choices=formats, metavar="FORMAT", help=" | ".join(formats))
     p.add_argument("path", metavar="PATH", help="file or directory")
-    p.add_argument("--project", required=True)
-    p.add_argument("--name", required=True, help="run name")
+    p.add_argument("--project", help="project (required, except for wandb: the W&B run's)")
+    p.add_argument("--name", help="run name (required, except for wandb: the W&B run's)")
     p.add_argument("--url", default=None, help="server URL (default $SCALEWATCH_URL)")
     p.add_argument("--token", default=None, help="API token (default $SCALEWATCH_TOKEN)")
     p.add_argument("--home", default=None, help="spool root (default $SCALEWATCH_HOME)")
@@ -186,6 +190,8 @@ def _common_arguments(p: argparse.ArgumentParser, formats: tuple[str, ...]) -> N
     p.add_argument("--group", default=None,
                    help="the recipe this run is a seed of (its group; MLflow imports default "
                         "to the run's scalewatch.group tag)")
+    p.add_argument("--group-from-wandb", action="store_true",
+                   help="wandb: the W&B run's group becomes its group")
 
 
 def add_follow_arguments(p: argparse.ArgumentParser) -> None:
@@ -236,6 +242,13 @@ def _wait_for_source(fmt: FollowFormat, args: argparse.Namespace, stop: threadin
     return source
 
 
+def _named(args: argparse.Namespace) -> bool:
+    if args.project and args.name:
+        return True
+    print(f"scalewatch: {args.format} needs --project and --name", file=sys.stderr)
+    return False
+
+
 def follow_main(args: argparse.Namespace) -> int:
     """``scalewatch follow FORMAT PATH``: until SIGTERM/Ctrl-C or the source's end; exit 0
     when everything read was acknowledged by the server (else it stays spooled for the next
@@ -247,8 +260,14 @@ def follow_main(args: argparse.Namespace) -> int:
 
         args.exp_dir = args.path
         return sidecar_main(args)
-    fmt = FOLLOWERS[args.format]
     stop = _stop_event()
+    if args.format == "wandb":  # W&B transaction logs: trainer_client/wandb_follow.py
+        from trainer_client.wandb_follow import follow_wandb_main
+
+        return follow_wandb_main(args, stop.wait)
+    if not _named(args):
+        return 2
+    fmt = FOLLOWERS[args.format]
     try:
         compute = Compute(args.compute)  # checked before anything starts
         body = _body(args, str(Path(args.path).resolve()), compute)
@@ -346,6 +365,13 @@ def import_main(args: argparse.Namespace) -> int:
     Exit 0 when every point read was acknowledged, 1 when some stay spooled (server slow or
     gone meanwhile), 2 when nothing could be read or the server refuses or cannot be reached."""
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if args.format == "wandb":
+        from trainer_client.wandb_follow import import_wandb_main, is_wandb_source
+
+        if is_wandb_source(args.path):  # run-*.wandb transaction logs, not an export
+            return import_wandb_main(args)
+    if not _named(args):
+        return 2
     bad = BadLines()
     if args.format == "mlflow" and not args.run:
         return _fail("import", "mlflow needs --run RUN_ID_OR_NAME")

@@ -126,6 +126,7 @@ def _header(d: dict[str, Any]) -> html.Div:
             ),
             html.Div(" · ".join(bits), className="meta"),
             html.Div(_fit_metric_text(run), id="run-fit-metric", className="meta"),
+            *_fit_metric_warning(run),
             headline(head, "run-headline"),
         ]
     )
@@ -136,6 +137,16 @@ def _fit_metric_text(run: dict[str, Any]) -> str:
     framework metric recognised by name)."""
     why = run.get("fit_metric_reason")
     return f"fits {run.get('fit_metric')}" + (f" ({why})" if why else "")
+
+
+def _fit_metric_warning(run: dict[str, Any]) -> list[html.Div]:
+    """The fit follows a training reward although the run logs a validation-looking metric:
+    said as a warning above the forecast, not in the caption."""
+    warning = run.get("fit_metric_warning")
+    if not warning:
+        return []
+    return [html.Div([html.Strong("Check the fitted metric: "), warning],
+                     id="run-fit-metric-warning", className="warn-box", role="alert")]
 
 
 def _note(d: dict[str, Any], shown: int) -> str:

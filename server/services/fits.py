@@ -117,6 +117,13 @@ def public_fit(stored: FitRecord | None) -> PublicFit | None:
     return cast(PublicFit, out)  # a FitRecord minus `internal`
 
 
+def with_metric_warning(fit: PublicFit | dict, run: dict[str, Any]) -> PublicFit:
+    """A run's default fit with the run's `fit_metric_warning` (a training reward fitted while
+    a validation-looking metric exists), so a client reading only the fit is told too."""
+    warning = run.get("fit_metric_warning")
+    return cast(PublicFit, {**fit, "fit_metric_warning": warning} if warning else fit)
+
+
 def not_fitted(metric: str, queued: bool) -> FitRecord:
     """The record answered while no fit is stored: `pending` when one is queued."""
     if queued:

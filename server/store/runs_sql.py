@@ -19,7 +19,7 @@ from scalewatch.server.db.models import (
 )
 from scalewatch.server.store.base import NotFound, RunQuery
 from scalewatch.server.store.common import SqlBase, dialect_insert, iso
-from scalewatch.server.store.fit_metric import choose_fit_metric, explain_fit_metric
+from scalewatch.server.store.fit_metric import choose, choose_fit_metric
 from scalewatch.server.store.group_marks import mark_group_dirty
 
 DEFAULT_FIT_METRICS = ("val_pass_rate", "reward")
@@ -363,8 +363,7 @@ class RunsMixin(SqlBase):
             run = runs.get(run_id)
             if run is None:
                 continue
-            metric_choice = explain_fit_metric(run.fit_metric, list(latest[run_id]),
-                                               run.project.fit_metric)
+            metric_choice = choose(run.fit_metric, list(latest[run_id]), run.project.fit_metric)
             out.append(
                 {
                     "id": run.id,
@@ -376,8 +375,9 @@ class RunsMixin(SqlBase):
                     "notes": run.notes or "",
                     "compute_unit": run.compute_unit,
                     "target_compute": run.target_compute,
-                    "fit_metric": metric_choice[0],
-                    "fit_metric_reason": metric_choice[1],
+                    "fit_metric": metric_choice.metric,
+                    "fit_metric_reason": metric_choice.reason,
+                    "fit_metric_warning": metric_choice.warning,
                     "fit_settings": run.fit_settings or {},
                     "group": run.group_name,
                     "created_at": iso(run.created_at),

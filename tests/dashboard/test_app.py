@@ -145,3 +145,30 @@ def test_run_page_says_which_metric_is_fitted_and_why(sqlite_url: str) -> None:
     store.update_run(run["id"], {"fit_metric": "val-core/math/acc/mean@4"})
     assert shown() == "fits val-core/math/acc/mean@4 (set for this run)"
     store.engine.dispose()
+
+
+def test_run_page_warns_when_a_training_reward_is_fitted_beside_a_validation_metric(
+    sqlite_url: str,
+) -> None:
+    from scalewatch.dashboard import data
+    from scalewatch.dashboard.pages.run import _header
+
+    app = make_app(sqlite_url)
+    store = app.state.store
+    run, _ = store.get_or_create_run("frameworks", "custom", compute_unit="steps")
+    store.ingest_points(run["id"], [
+        PointRow(m, i, float(i), 0.3, None)
+        for i in range(1, 4) for m in ("critic/score/mean", "val/my_bench/accuracy")])
+
+    def warning() -> str | None:
+        header = _header(data.run_detail(store, run["id"]))
+        box = next((c for c in header.children
+                    if getattr(c, "id", "") == "run-fit-metric-warning"), None)
+        return None if box is None else " ".join(str(getattr(p, "children", p))
+                                                 for p in box.children)
+
+    text = warning()
+    assert text is not None and "critic/score/mean" in text and "val/my_bench/accuracy" in text
+    store.update_run(run["id"], {"fit_metric": "val/my_bench/accuracy"})
+    assert warning() is None
+    store.engine.dispose()

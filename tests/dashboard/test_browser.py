@@ -169,6 +169,29 @@ def test_a_link_to_a_runs_metric_keeps_the_metric(seeded, page) -> None:  # noqa
     assert page.js_errors == []
 
 
+def test_run_page_warns_when_the_fit_follows_a_training_reward(seeded, page) -> None:  # noqa: ANN001
+    """A verl run whose validation metric no rule knows: the Run page says so in a warning box
+    above the forecast, which goes once the run fits the validation metric."""
+    server, _ = seeded
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        rid = create_run(client, "warned", "custom-eval")
+        post_points(client, rid, [100.0, 200.0, 300.0], [0.2, 0.3, 0.35],
+                    metric="critic/score/mean")
+        post_points(client, rid, [100.0, 300.0], [0.1, 0.2], metric="val/my_bench/accuracy")
+    page.goto(f"{server.url}/dashboard/run/{rid}")
+    box = page.locator("#run-fit-metric-warning")
+    box.wait_for()
+    assert box.is_visible() and box.get_attribute("role") == "alert"
+    text = box.inner_text()
+    assert "critic/score/mean" in text and "val/my_bench/accuracy" in text
+    assert box.evaluate("el => getComputedStyle(el).borderLeftStyle") == "solid"
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        client.patch(f"/api/v1/runs/{rid}", json={"fit_metric": "val/my_bench/accuracy"})
+    page.goto(f"{server.url}/dashboard/run/{rid}")
+    page.locator("#run-fit-metric", has_text="set for this run").wait_for()
+    assert page.locator("#run-fit-metric-warning").count() == 0
+
+
 def test_unfitted_run_says_why(seeded, page) -> None:  # noqa: ANN001
     server, ids = seeded
     page.goto(f"{server.url}/dashboard/run/{ids['just-started']}")

@@ -25,7 +25,7 @@ from scalewatch.server.api.schemas import (
 )
 from scalewatch.server.services.compare import api_response
 from scalewatch.server.services.compare_groups import load_inputs
-from scalewatch.server.services.fits import latest_or_pending, public_fit
+from scalewatch.server.services.fits import latest_or_pending, public_fit, with_metric_warning
 from scalewatch.server.store.fit_records import PublicFit
 
 router = APIRouter(
@@ -54,9 +54,12 @@ def latest_fit(run_id: PathId, store: StoreDep, metric: MetricQ = None) -> Publi
 
     Never fits inside the request: a metric with no stored fit answers status `pending` (a fit
     is queued and the refitter stores it shortly; poll again), and a stored fit older than the
-    metric's newest points queues a refit while the stored one is returned.
+    metric's newest points queues a refit while the stored one is returned. Without `metric`,
+    `fit_metric_warning` says when a training reward is fitted beside a validation-looking
+    metric.
     """
-    return public_fit(latest_or_pending(store, run_id, metric)) or {}
+    fit = public_fit(latest_or_pending(store, run_id, metric)) or {}
+    return fit if metric is not None else with_metric_warning(fit, store.get_run(run_id))
 
 
 @router.get("/runs/{run_id}/fits", response_model=FitHistory, responses=RUN_404)

@@ -76,6 +76,9 @@ class FitOut(BaseModel):
     metric: str | None = None
     fit_id: int | None = None
     fitted_at: str | None = None
+    fit_metric_warning: str | None = Field(
+        None, description="the run's default fit is a training reward although it logs a "
+        "validation-looking metric (see the run's fit_metric_warning)")
 
 
 class FitHistoryEntry(BaseModel):

@@ -149,6 +149,10 @@ class RunOut(BaseModel):
     fit_metric_reason: str = Field(
         "", description="why this metric is fitted: set for the run, or which rule recognised it"
     )
+    fit_metric_warning: str | None = Field(
+        None, description="set when the fit fell back to a training reward although the run "
+        "logs a metric that looks like a validation metric: which, and how to choose it"
+    )
     fit_settings: dict[str, Any]
     group: str | None = Field(None, description="the run's group (recipe), if any")
     created_at: str | None
