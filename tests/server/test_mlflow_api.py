@@ -70,7 +70,7 @@ def test_default_experiment_and_unserved_calls(authed: tuple) -> None:
     got = client.get(f"{M}/experiments/get", params={"experiment_id": "0"}, headers=h)
     assert got.json()["experiment"]["name"] == "Default"
     for method, path in (("POST", f"{M}/logged-models"), ("GET", f"{M}/artifacts/list"),
-                         ("PUT", "/api/2.0/mlflow-artifacts/artifacts/x/y.txt"),
+                         ("POST", "/api/2.0/mlflow-artifacts/mpu/create/x/y.bin"),
                          ("GET", f"{M}/runs/log-batch")):
         r = client.request(method, path, headers=h)
         assert (r.status_code, r.json()["error_code"]) == (404, "ENDPOINT_NOT_FOUND"), path
