@@ -70,7 +70,7 @@ def test_default_experiment_and_unserved_calls(authed: tuple) -> None:
     got = client.get(f"{M}/experiments/get", params={"experiment_id": "0"}, headers=h)
     assert got.json()["experiment"]["name"] == "Default"
     for method, path in (("POST", f"{M}/logged-models"), ("GET", f"{M}/artifacts/list"),
-                         ("POST", "/api/2.0/mlflow-artifacts/mpu/create/x/y.bin"),
+                         ("POST", "/api/2.0/mlflow-artifacts/mpu/complete/x/y.bin"),
                          ("GET", f"{M}/runs/log-batch")):
         r = client.request(method, path, headers=h)
         assert (r.status_code, r.json()["error_code"]) == (404, "ENDPOINT_NOT_FOUND"), path
@@ -178,6 +178,10 @@ def test_artifact_uploads_are_accepted_and_discarded_with_auth(authed: tuple) ->
     got = client.get(url, headers=read)
     assert (got.status_code, got.json()["error_code"]) == (404, "RESOURCE_DOES_NOT_EXIST")
     assert "discards" in got.json()["message"]
+    # Multipart uploads: "not supported", the answer that makes the client send one PUT.
+    mpu = client.post("/api/2.0/mlflow-artifacts/mpu/create/x/y.bin", json={"path": "y.bin"},
+                      headers=_bearer(tokens["write"]))
+    assert mpu.status_code == 501 and mpu.json()["message"].startswith("Multipart upload is not")
     # The JSON-only rule still holds for every other MLflow call.
     other = client.post(f"{M}/runs/log-batch", content=b"x", headers=octets | read)
     assert other.status_code == 415

@@ -27,7 +27,8 @@ from scalewatch.server.api.mlflow_compat import MlflowError
 from scalewatch.server.api.routes.mlflow import authorize
 
 log = logging.getLogger("scalewatch")
-router = APIRouter(prefix=ARTIFACT_UPLOAD_PREFIX.rstrip("/"), include_in_schema=False)
+router = APIRouter(prefix="/api/2.0/mlflow-artifacts", include_in_schema=False)
+ARTIFACTS = ARTIFACT_UPLOAD_PREFIX.removeprefix(router.prefix).rstrip("/")  # "/artifacts"
 NOT_STORED = (
     "scalewatch accepts MLflow artifacts and discards them (it keeps metrics, params and tags "
     "only); log artifacts to a store of their own to keep them"
@@ -43,7 +44,7 @@ async def _allowed(request: Request, scope: str) -> JSONResponse | None:
     return None
 
 
-@router.put("/{path:path}")
+@router.put(ARTIFACTS + "/{path:path}")
 async def upload_artifact(request: Request, path: str) -> JSONResponse:
     refused = await _allowed(request, "write")
     if refused is not None:
@@ -55,15 +56,29 @@ async def upload_artifact(request: Request, path: str) -> JSONResponse:
     return JSONResponse({})
 
 
-@router.get("")
+@router.get(ARTIFACTS)
 async def list_artifacts(request: Request) -> JSONResponse:
     refused = await _allowed(request, "read")
     return refused or JSONResponse({"files": []})
 
 
-@router.get("/{path:path}")
+@router.get(ARTIFACTS + "/{path:path}")
 async def download_artifact(request: Request, path: str) -> JSONResponse:
     refused = await _allowed(request, "read")
     return refused or JSONResponse(
         {"error_code": "RESOURCE_DOES_NOT_EXIST", "message": NOT_STORED}, status_code=404
+    )
+
+
+# The client's answer-to-fall-back for multipart uploads (MLFLOW_ENABLE_PROXY_MULTIPART_UPLOAD
+# with files over MLFLOW_MULTIPART_UPLOAD_MINIMUM_FILE_SIZE): 501 with this message makes 2.x
+# and 3.x send the file as one PUT above; any other answer would raise in the trainer.
+MULTIPART_UNSUPPORTED = "Multipart upload is not supported for the current artifact repository"
+
+
+@router.post("/mpu/create/{path:path}")
+async def create_multipart_upload(request: Request, path: str) -> JSONResponse:
+    refused = await _allowed(request, "write")
+    return refused or JSONResponse(
+        {"error_code": "NOT_IMPLEMENTED", "message": MULTIPART_UNSUPPORTED}, status_code=501
     )
