@@ -61,3 +61,16 @@ MAX_PAPER_FIT_POINTS = 500
 MAX_COMPARE_RUNS = 20
 # POST /api/v1/tokens and `scalewatch token create --project`: projects one token may be limited to.
 MAX_TOKEN_PROJECTS = 100
+
+# The MLflow-compatible API (/api/2.0/mlflow). MLflow's own limits where it has them
+# (mlflow/utils/validation.py, mlflow/store/tracking), so its official client never meets them;
+# ours where it sets none. Larger inputs are a 400 INVALID_PARAMETER_VALUE.
+MAX_MLFLOW_KEY_LENGTH = 250  # param and tag keys (MAX_ENTITY_KEY_LENGTH)
+MAX_MLFLOW_PARAM_VALUE_LENGTH = 6_000  # MAX_PARAM_VAL_LENGTH
+MAX_MLFLOW_TAG_VALUE_LENGTH = 8_000  # MAX_TAG_VAL_LENGTH
+MAX_MLFLOW_RUN_TAGS = 100  # tags of one runs/create (the client's batch size)
+MAX_MLFLOW_SEARCH_EXPERIMENTS = 100  # experiment_ids of one runs/search (MLflow sets none)
+MAX_MLFLOW_SEARCH_RESULTS = 50_000  # max_results above is a 400 (SEARCH_MAX_RESULTS_THRESHOLD)
+MAX_MLFLOW_FILTER_LENGTH = 4_096  # runs/search filter string
+# Artifacts (mlflow-artifacts:/ uploads) are accepted and discarded, streamed: no size cap is
+# needed for memory or disk, and a refusal would raise in the trainer (see routes/mlflow.py).

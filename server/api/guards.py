@@ -22,6 +22,10 @@ API_PREFIX = "/api/v1/"
 # same token check and JSON-only bodies, answered in MLflow's error shape, with HTTP basic auth
 # accepted too because that is how MLflow's client sends MLFLOW_TRACKING_USERNAME/PASSWORD.
 MLFLOW_PREFIX = "/api/2.0/mlflow"
+# MLflow artifact uploads (PUT, any content type, any size): streamed and discarded by
+# routes/mlflow_artifacts.py, so neither the JSON-only rule nor the body cap applies to them; a
+# refusal would raise in the trainer's `mlflow.log_artifact` call.
+ARTIFACT_UPLOAD_PREFIX = "/api/2.0/mlflow-artifacts/artifacts/"
 _BODY_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
 
 
@@ -75,6 +79,12 @@ def _refusal(mlflow: bool, status: int, detail: str) -> dict[str, str]:
     return {"error_code": code, "message": detail}
 
 
+def is_artifact_upload(scope: Scope) -> bool:
+    return scope.get("method") == "PUT" and scope.get("path", "").startswith(
+        ARTIFACT_UPLOAD_PREFIX
+    )
+
+
 def is_json_type(content_type: str | None) -> bool:
     media = (content_type or "").split(";", 1)[0].strip().lower()
     return media == "application/json" or (
@@ -111,7 +121,7 @@ class RequestGuard:
             except ValueError:
                 await _send_json(send, 400, {"detail": "invalid Content-Length"})
                 return
-            if size > limits.MAX_BODY_BYTES:
+            if size > limits.MAX_BODY_BYTES and not is_artifact_upload(scope):
                 await _send_json(send, 413, {"detail": _too_large()})
                 return
         path: str = scope.get("path", "")
@@ -152,6 +162,7 @@ class RequestGuard:
                 scope.get("method") in _BODY_METHODS
                 and has_body
                 and not is_json_type(_header(scope, b"content-type"))
+                and not is_artifact_upload(scope)
             ):
                 await _send_json(
                     send,
@@ -161,7 +172,7 @@ class RequestGuard:
                     ),
                 )
                 return
-        await self.app(scope, _capped(receive), send)
+        await self.app(scope, receive if is_artifact_upload(scope) else _capped(receive), send)
 
 
 def _too_large() -> str:
@@ -186,24 +197,31 @@ def _capped(receive: Receive) -> Receive:
 
 
 class RejectNulMiddleware:
-    """422 for a NUL in the query string: PostgreSQL text cannot hold it, so no filter can match
-    it, and letting it through would turn a bad request into a database error."""
+    """A NUL in the query string (422) or in the URL path (a `%00` in `/projects/{name}`: 422;
+    400 in MLflow's error shape under `/api/2.0/mlflow`): PostgreSQL text cannot hold it, so no
+    filter can match it, SQLite would store it in a name, and letting it through would turn a
+    bad request into a database error. One check here covers every route's path parameters."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and b"%00" in scope.get("query_string", b""):
-            body = json.dumps({"detail": "query parameters must not contain NUL characters"})
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": 422,
-                    "headers": [(b"content-type", b"application/json")],
-                }
+        if scope["type"] == "http":
+            path: str = scope.get("path", "")
+            where = (
+                "query parameters" if b"%00" in scope.get("query_string", b"")
+                else "the URL path" if "\x00" in path
+                else None
             )
-            await send({"type": "http.response.body", "body": body.encode()})
-            return
+            if where is not None:
+                message = f"{where} must not contain NUL characters"
+                if path.startswith(MLFLOW_PREFIX):
+                    await _send_json(
+                        send, 400, {"error_code": "INVALID_PARAMETER_VALUE", "message": message}
+                    )
+                else:
+                    await _send_json(send, 422, {"detail": message})
+                return
         await self.app(scope, receive, send)
 
 

@@ -15,7 +15,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from scalewatch.server import limits
-from scalewatch.server.ingest import PointRow
+from scalewatch.server.api.schemas.common import check_free_text, clean_text
+from scalewatch.server.ingest import PointRow, check_name
 
 # MLflow's own request limits (mlflow/utils/validation.py): the official client splits larger
 # calls into batches of these sizes, so a larger batch is not from it.
@@ -24,6 +25,9 @@ MAX_BATCH_PARAMS_TAGS = 100
 MAX_BATCH_ENTITIES = 1000
 
 DEFAULT_EXPERIMENT_ID = "0"
+# Artifact URIs the official client resolves against its tracking URI: uploads go to
+# `<tracking URI>/api/2.0/mlflow-artifacts/artifacts/<path>` with the tracking credentials.
+ARTIFACT_SCHEME = "mlflow-artifacts:"
 DEFAULT_EXPERIMENT_NAME = "Default"
 COMPUTE_UNIT = "steps"
 
@@ -68,11 +72,39 @@ class MlflowError(Exception):
         self.status = STATUS_OF.get(error_code, 400)
 
     def body(self) -> dict[str, str]:
-        return {"error_code": self.error_code, "message": self.message}
+        return {"error_code": self.error_code, "message": printable(self.message)}
+
+
+def printable(message: str) -> str:
+    """`message` as text JSON can carry: a message that quotes the request (an unknown run id,
+    a bad key) may hold a lone surrogate, which would fail the response itself (a 500)."""
+    return message.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def invalid(message: str) -> MlflowError:
     return MlflowError("INVALID_PARAMETER_VALUE", message)
+
+
+def checked_text(value: Any, what: str, max_length: int, blank: bool = False) -> str:
+    """A text field of an MLflow request, under the REST API's text checks: valid UTF-8 (no
+    lone surrogate, which would turn every later response showing it into a 500), no NUL
+    (PostgreSQL text cannot hold it), at most `max_length` characters, not blank unless
+    `blank`. Numbers are taken as their text, as MLflow's client sends some values."""
+    if value is None:
+        value = ""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise invalid(f"{what} must be a string")
+    text = str(value)
+    if len(text) > max_length:
+        raise invalid(f"{what} is longer than {max_length} characters")
+    try:
+        if blank:
+            check_free_text(text, what)
+        else:
+            clean_text(text, what)
+    except ValueError as exc:
+        raise invalid(str(exc)) from None
+    return text
 
 
 def experiment_json(project: Mapping[str, Any]) -> dict[str, Any]:
@@ -84,9 +116,9 @@ def experiment_json(project: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "experiment_id": exp_id,
         "name": project["name"],
-        # No artifact store: the client only needs a string here, and never writes to it
-        # while it logs metrics.
-        "artifact_location": f"scalewatch:/projects/{exp_id}",
+        # MLflow's proxied artifact scheme: the client sends artifacts to this server's
+        # /api/2.0/mlflow-artifacts routes, which accept and discard them (routes/mlflow.py).
+        "artifact_location": f"{ARTIFACT_SCHEME}/{exp_id}",
         "lifecycle_stage": "active",
         "tags": [],
     }
@@ -131,7 +163,7 @@ def run_info(run: Mapping[str, Any], experiment_id: str) -> dict[str, Any]:
         "user_id": "",
         "status": MLFLOW_STATUS.get(run["status"], "RUNNING"),
         "start_time": _millis(run.get("created_at")) or 0,
-        "artifact_uri": f"scalewatch:/runs/{run_id}/artifacts",
+        "artifact_uri": f"{ARTIFACT_SCHEME}/{experiment_id}/{run_id}/artifacts",
         "lifecycle_stage": "active",
     }
     if run["status"] != "running":
@@ -164,8 +196,22 @@ def _int(value: Any, what: str) -> int:
         raise invalid(f"{what} must be an integer")
     try:
         return int(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: Infinity
         raise invalid(f"{what} must be an integer, got {value!r}") from None
+
+
+def _wall_time(ts: Any, what: str) -> float | None:
+    """A metric's timestamp (ms since the epoch) as seconds; None when absent or not positive
+    (MLflow's client always sends one; a missing one must not fail logging)."""
+    if isinstance(ts, bool) or not isinstance(ts, (int, float)) or ts <= 0:
+        return None
+    try:
+        wall = float(ts) / 1000.0
+    except OverflowError:  # an integer beyond float range, e.g. 10**400
+        raise invalid(f"{what} must be milliseconds since the epoch") from None
+    if not math.isfinite(wall):
+        raise invalid(f"{what} must be a finite number")
+    return wall
 
 
 def metric_rows(metrics: Iterable[Any]) -> tuple[list[PointRow], int]:
@@ -180,36 +226,52 @@ def metric_rows(metrics: Iterable[Any]) -> tuple[list[PointRow], int]:
         key = m.get("key")
         if not isinstance(key, str) or not key:
             raise invalid(f"metrics[{i}].key is required")
-        if len(key) > limits.MAX_NAME_LENGTH:
-            raise invalid(f"metric key longer than {limits.MAX_NAME_LENGTH}: {key[:40]}...")
+        problem = check_name(key)  # the REST API's checks of a metric name
+        if problem is not None:
+            raise invalid(f"metrics[{i}].key: {problem}")
         step = _int(m.get("step", 0) or 0, f"metrics[{i}].step")
         if not 0 <= step <= limits.MAX_STEP:
             raise invalid(f"metrics[{i}].step must be between 0 and {limits.MAX_STEP}")
         raw = m.get("value")
         try:
             value = float(raw)  # type: ignore[arg-type]  # checked just below
-        except (TypeError, ValueError):
-            raise invalid(f"metrics[{i}].value must be a number") from None
+        except (TypeError, ValueError, OverflowError):  # OverflowError: 10**400
+            raise invalid(f"metrics[{i}].value must be a number within float range") from None
         if not math.isfinite(value):
             skipped += 1
             continue
-        ts = m.get("timestamp")
-        wall = float(ts) / 1000.0 if isinstance(ts, (int, float)) and ts > 0 else None
+        wall = _wall_time(m.get("timestamp"), f"metrics[{i}].timestamp")
         rows[(key, step)] = PointRow(key, step, float(step), value, wall)
     return list(rows.values()), skipped
+
+
+def _key_value(i: int, item: Any, kind: str, max_value: int) -> dict[str, str]:
+    if not isinstance(item, Mapping) or not isinstance(item.get("key"), str) or not item["key"]:
+        raise invalid(f"{kind}[{i}] needs a key")
+    key = checked_text(item["key"], f"{kind}[{i}].key", limits.MAX_MLFLOW_KEY_LENGTH)
+    value = checked_text(item.get("value"), f"{kind}[{i}].value", max_value, blank=True)
+    return {"key": key, "value": value}
+
+
+def check_params(params: Iterable[Any]) -> list[dict[str, str]]:
+    """MLflow params as checked key/value pairs (a missing value is "")."""
+    return [_key_value(i, p, "params", limits.MAX_MLFLOW_PARAM_VALUE_LENGTH)
+            for i, p in enumerate(params)]
+
+
+def check_tags(tags: Iterable[Any]) -> list[dict[str, str]]:
+    """MLflow tags as checked key/value pairs (a missing value is "")."""
+    return [_key_value(i, t, "tags", limits.MAX_MLFLOW_TAG_VALUE_LENGTH)
+            for i, t in enumerate(tags)]
 
 
 def merged_config(config: Mapping[str, Any], params: Iterable[Any]) -> dict[str, Any] | None:
     """The run's config with the params added (None when nothing changes)."""
     out = dict(config)
     changed = False
-    for i, p in enumerate(params):
-        if not isinstance(p, Mapping) or not isinstance(p.get("key"), str) or not p["key"]:
-            raise invalid(f"params[{i}] needs a key")
-        value = p.get("value")
-        value = "" if value is None else str(value)
-        if out.get(p["key"]) != value:
-            out[p["key"]] = value
+    for p in check_params(params):
+        if out.get(p["key"]) != p["value"]:
+            out[p["key"]] = p["value"]
             changed = True
     if not changed:
         return None
@@ -228,12 +290,10 @@ def tag_changes(run: Mapping[str, Any], tags: Iterable[Any]) -> dict[str, Any]:
     current = list(run.get("tags") or [])
     by_key = {str(t).partition("=")[0]: n for n, t in enumerate(current)}
     changes: dict[str, Any] = {}
-    for i, t in enumerate(tags):
-        if not isinstance(t, Mapping) or not isinstance(t.get("key"), str) or not t["key"]:
-            raise invalid(f"tags[{i}] needs a key")
-        key, value = t["key"], "" if t.get("value") is None else str(t["value"])
+    for t in check_tags(tags):
+        key, value = t["key"], t["value"]
         if key == TAG_FIT_METRIC:
-            if not value or len(value) > limits.MAX_NAME_LENGTH:
+            if check_name(value) is not None:
                 raise invalid(f"{TAG_FIT_METRIC} must be a metric name")
             changes["fit_metric"] = value
             continue

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import delete, exists, func, select, update
@@ -213,6 +214,8 @@ class RunsMixin(SqlBase):
                 q = q.where(Run.id.in_(select(RunTag.run_id).where(RunTag.tag == query.tag)))
             if query.group is not None:
                 q = q.where(Run.group_name == query.group)
+            if query.name is not None:
+                q = q.where(Run.name == query.name)
             total = s.scalar(select(func.count()).select_from(q.subquery())) or 0
             ids = s.scalars(
                 q.order_by(Run.created_at.desc(), Run.id.desc())
@@ -221,12 +224,25 @@ class RunsMixin(SqlBase):
             ).all()
             return self._run_dicts(s, list(ids)), total
 
-    def update_run(self, run_id: int, changes: dict[str, Any]) -> dict:
-        changes = {k: v for k, v in changes.items() if k in PATCHABLE}
+    def update_run(
+        self, run_id: int, changes: dict[str, Any],
+        merge: Callable[[dict], dict[str, Any]] | None = None,
+    ) -> dict:
+        """Apply `changes`; with `merge`, also the changes it computes from the run as it is
+        under the run's lock (a read-merge-write, such as MLflow params added to the config,
+        that a concurrent update cannot make stale). `merge` may raise: nothing is written."""
         with self.session() as s:
+            if self.dialect == "sqlite":
+                # No row locks on SQLite (FOR UPDATE is ignored) and the transaction begins
+                # at its first write: write first, so SQLite's write lock is held before the
+                # run is read, and concurrent updates of it serialise.
+                s.execute(update(Run).where(Run.id == run_id).values(id=Run.id))
             run = s.get(Run, run_id, with_for_update=True)
             if run is None:
                 raise NotFound(f"run {run_id} not found")
+            if merge is not None:
+                changes = {**changes, **merge(self._run_dicts(s, [run_id])[0])}
+            changes = {k: v for k, v in changes.items() if k in PATCHABLE}
             refit = False
             if "tags" in changes:
                 tags = list(dict.fromkeys(changes["tags"] or []))

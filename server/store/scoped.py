@@ -17,7 +17,7 @@ holds in one place rather than in every handler:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -152,9 +152,12 @@ class ScopedStore:
         self.check_runs(run_ids)
         return self.inner.get_runs(run_ids)
 
-    def update_run(self, run_id: int, changes: dict[str, Any]) -> dict:
+    def update_run(
+        self, run_id: int, changes: dict[str, Any],
+        merge: Callable[[dict], dict[str, Any]] | None = None,
+    ) -> dict:
         self.check_runs([run_id])
-        return self.inner.update_run(run_id, changes)
+        return self.inner.update_run(run_id, changes, merge)
 
     def delete_run(self, run_id: int) -> None:
         self.check_runs([run_id])

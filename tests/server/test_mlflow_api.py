@@ -70,7 +70,7 @@ def test_default_experiment_and_unserved_calls(authed: tuple) -> None:
     got = client.get(f"{M}/experiments/get", params={"experiment_id": "0"}, headers=h)
     assert got.json()["experiment"]["name"] == "Default"
     for method, path in (("POST", f"{M}/logged-models"), ("GET", f"{M}/artifacts/list"),
-                         ("PUT", "/api/2.0/mlflow-artifacts/artifacts/x/y.txt"),
+                         ("POST", "/api/2.0/mlflow-artifacts/mpu/complete/x/y.bin"),
                          ("GET", f"{M}/runs/log-batch")):
         r = client.request(method, path, headers=h)
         assert (r.status_code, r.json()["error_code"]) == (404, "ENDPOINT_NOT_FOUND"), path
@@ -152,3 +152,36 @@ def test_fit_metric_recognised(names: list[str], chosen: str, why: str) -> None:
     metric, reason = explain_fit_metric(None, names)
     assert metric == chosen
     assert why in reason
+
+
+def test_artifact_uploads_are_accepted_and_discarded_with_auth(authed: tuple) -> None:
+    """`mlflow-artifacts:` URIs on runs; uploads need a write token, are not held to the JSON
+    rule or the body cap (streamed and discarded), and nothing is listed or downloadable."""
+    from scalewatch.server import limits
+
+    client, tokens = authed
+    run_id = _new_run(client, _bearer(tokens["write"]))
+    info = client.get(f"{M}/runs/get", params={"run_id": run_id},
+                      headers=_bearer(tokens["read"])).json()["run"]["info"]
+    assert info["artifact_uri"].startswith("mlflow-artifacts:/")
+    url = f"/api/2.0/mlflow-artifacts/artifacts/{info['artifact_uri'].split(':/', 1)[1]}/a.bin"
+    body = b"\0" * (limits.MAX_BODY_BYTES + 1)
+    octets = {"Content-Type": "application/octet-stream"}
+    assert client.put(url, content=body, headers=octets).status_code == 401
+    denied = client.put(url, content=b"x", headers=octets | _basic(tokens["read"]))
+    assert (denied.status_code, denied.json()["error_code"]) == (403, "PERMISSION_DENIED")
+    for headers in (_bearer(tokens["write"]), _basic(tokens["write"])):
+        assert client.put(url, content=body, headers=octets | headers).status_code == 200
+    read = _bearer(tokens["read"])
+    listed = client.get("/api/2.0/mlflow-artifacts/artifacts", params={"path": "x"}, headers=read)
+    assert listed.json() == {"files": []}
+    got = client.get(url, headers=read)
+    assert (got.status_code, got.json()["error_code"]) == (404, "RESOURCE_DOES_NOT_EXIST")
+    assert "discards" in got.json()["message"]
+    # Multipart uploads: "not supported", the answer that makes the client send one PUT.
+    mpu = client.post("/api/2.0/mlflow-artifacts/mpu/create/x/y.bin", json={"path": "y.bin"},
+                      headers=_bearer(tokens["write"]))
+    assert mpu.status_code == 501 and mpu.json()["message"].startswith("Multipart upload is not")
+    # The JSON-only rule still holds for every other MLflow call.
+    other = client.post(f"{M}/runs/log-batch", content=b"x", headers=octets | read)
+    assert other.status_code == 415

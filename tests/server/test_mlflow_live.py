@@ -63,6 +63,31 @@ TRAINERS = {
                 mlflow.log_metrics({"validation/accuracy": 0.3 + step / 200,
                                     "train/reward": step / 60}, step=step)
     """,
+    # Artifacts: configs and files (log_artifact / log_text / log_dict / log_artifacts, as
+    # HF's MLflowCallback does with HF_MLFLOW_LOG_ARTIFACTS), one of them larger than the API's
+    # request body cap, between metric logs: the trainer keeps running and logging.
+    "artifacts": """
+        import mlflow, pathlib, tempfile
+        mlflow.set_experiment("artifacts")
+        with mlflow.start_run(run_name="ckpt") as run:
+            d = pathlib.Path(tempfile.mkdtemp())
+            (d / "config.yaml").write_text("lr: 1e-6\\n")
+            ckpt = d / "ckpt"
+            ckpt.mkdir()
+            with open(ckpt / "model.bin", "wb") as f:
+                f.truncate(int(os.environ["SW_CKPT_BYTES"]))
+            (ckpt / "notes.txt").write_text("step 1")
+            for step in range(1, STEPS + 1):
+                mlflow.log_metrics({"eval_reward": step / 30}, step=step)
+                if step == 1:
+                    mlflow.log_artifact(str(d / "config.yaml"))
+                    mlflow.log_text("hello", "notes/hello.txt")
+                    mlflow.log_dict({"a": 1}, "config/run.json")
+                if step == STEPS // 2:
+                    mlflow.log_artifacts(str(ckpt), artifact_path="checkpoint-15")
+            print("URI", run.info.artifact_uri)
+            print("LISTED", len(mlflow.MlflowClient().list_artifacts(run.info.run_id)))
+    """,
 }
 
 
@@ -243,3 +268,40 @@ def test_a_project_scoped_token_logs_to_its_experiment_only(server: LiveServer) 
     with server.client() as api:
         assert api.get(f"/api/v1/runs/{run_id}").json()["project"] == "math-rl"
         assert api.get("/api/v1/runs", params={"project": "nemo-rl"}).json()["total"] == before
+
+
+def _artifact_env(server: LiveServer) -> dict[str, str]:
+    from scalewatch.server import limits
+
+    return {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_TRACKING_URI": server.url,
+            "MLFLOW_TRACKING_TOKEN": server.make_token("write"),
+            # Larger than any API request body: artifact uploads are not held to that cap.
+            "SW_CKPT_BYTES": str(limits.MAX_BODY_BYTES + 1024 * 1024),
+            # Multipart uploads on, for files from 1 MB: the client asks, hears "not
+            # supported" and falls back to a single PUT.
+            "MLFLOW_ENABLE_PROXY_MULTIPART_UPLOAD": "true",
+            "MLFLOW_MULTIPART_UPLOAD_MINIMUM_FILE_SIZE": str(1024 * 1024)}
+
+
+def _check_artifact_run(server: LiveServer, done: subprocess.CompletedProcess[str]) -> None:
+    """The trainer logged artifacts (a file larger than the body cap too) and ran to the end:
+    every metric step stored, the run finished; the artifacts were accepted and discarded."""
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "mlflow-artifacts:/" in done.stdout.split("URI", 1)[1].split()[0]
+    assert done.stdout.split("LISTED", 1)[1].split()[0] == "0"  # discarded, as documented
+    run_id = done.stdout.split("RUN", 1)[1].split()[0]
+    with server.client() as api:
+        run = api.get(f"/api/v1/runs/{run_id}").json()
+        assert (run["project"], run["status"]) == ("artifacts", "finished")
+        points = api.get(f"/api/v1/runs/{run_id}/points", params={"metric": "eval_reward"})
+        assert [p["step"] for p in points.json()["points"]] == list(range(1, STEPS + 1))
+
+
+def test_logging_artifacts_does_not_stop_the_trainer(server: LiveServer) -> None:
+    _check_artifact_run(server, _run_trainer("artifacts", _artifact_env(server)))
+
+
+def test_logging_artifacts_with_the_2x_client(server: LiveServer, mlflow2_python: str) -> None:
+    _check_artifact_run(
+        server, _run_trainer("artifacts", _artifact_env(server), python=mlflow2_python)
+    )

@@ -3,8 +3,9 @@ integration for trainers that log to MLflow (verl, TRL / HF Trainer, NeMo-RL, Sk
 
 Serves the calls the official client makes while tracking (experiments get-by-name / create /
 get, runs create / get / update / search / log-batch / log-metric / log-parameter / set-tag,
-metrics get-history) in MLflow's wire format and error shape; everything else under
-`/api/2.0/mlflow` and `/api/2.0/mlflow-artifacts` answers `ENDPOINT_NOT_FOUND`. The mapping
+metrics get-history) in MLflow's wire format and error shape, artifact uploads (accepted and
+discarded: `mlflow_artifacts.py`); everything else under `/api/2.0/mlflow` and
+`/api/2.0/mlflow-artifacts` answers `ENDPOINT_NOT_FOUND`. The mapping
 itself lives in `server/api/mlflow_compat.py`. Auth is the REST API's: `RequestGuard` checks
 the token (bearer, or basic with the token as password) before a body is read; each call here
 checks its scope (reads: read, logging: write).
@@ -33,11 +34,15 @@ from scalewatch.server.api.mlflow_compat import (
     MAX_BATCH_PARAMS_TAGS,
     RUN_STATUS,
     MlflowError,
+    check_params,
+    check_tags,
+    checked_text,
     experiment_json,
     invalid,
     merged_config,
     metric_rows,
     parse_run_id,
+    printable,
     run_info,
     run_json,
     tag_changes,
@@ -59,9 +64,10 @@ Payload = dict[str, Any]
 Handler = Callable[[Store, Payload], Payload]
 
 
-def _authorize(request: Request, scope: str) -> Store:
-    """The store as the request's token may use it (limited to its projects when it is
-    project-scoped: an experiment of another project does not exist for it)."""
+def authorize(request: Request, scope: str) -> Store:
+    """MLflowError unless the request's token (bearer or basic) has `scope`; the store as
+    that token may use it (limited to its projects when it is project-scoped: an experiment
+    of another project does not exist for it)."""
     settings: Settings = request.app.state.settings
     if not settings.auth:
         return request.app.state.store
@@ -98,7 +104,7 @@ async def _serve(request: Request, scope: str, handler: Handler) -> JSONResponse
         payload = await _payload(request)
 
         def work() -> Payload:
-            return handler(_authorize(request, scope), payload)
+            return handler(authorize(request, scope), payload)
 
         result = await run_in_threadpool(work)
     except MlflowError as exc:
@@ -107,11 +113,12 @@ async def _serve(request: Request, scope: str, handler: Handler) -> JSONResponse
         return JSONResponse({"error_code": "PERMISSION_DENIED", "message": str(exc)}, 403)
     except NotFound as exc:
         return JSONResponse(
-            {"error_code": "RESOURCE_DOES_NOT_EXIST", "message": str(exc)}, status_code=404
+            {"error_code": "RESOURCE_DOES_NOT_EXIST", "message": printable(str(exc))},
+            status_code=404,
         )
     except IngestError as exc:
         return JSONResponse(
-            {"error_code": "INVALID_PARAMETER_VALUE", "message": exc.message},
+            {"error_code": "INVALID_PARAMETER_VALUE", "message": printable(exc.message)},
             status_code=400 if exc.status < 500 else exc.status,
         )
     points = result.pop("_points", 0)
@@ -123,15 +130,18 @@ async def _serve(request: Request, scope: str, handler: Handler) -> JSONResponse
     return JSONResponse(result)
 
 
-def _str(payload: Payload, key: str, required: bool = True) -> str:
+def _str(
+    payload: Payload, key: str, required: bool = True, max_length: int = limits.MAX_NAME_LENGTH
+) -> str:
+    """A text parameter, under the REST API's text checks (`checked_text`)."""
     value = payload.get(key)
     if value is None or value == "":
         if required:
             raise invalid(f"Missing value for required parameter '{key}'.")
         return ""
-    if not isinstance(value, (str, int)):
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise invalid(f"'{key}' must be a string")
-    return str(value)
+    return checked_text(value, f"'{key}'", max_length)
 
 
 # --- experiments -------------------------------------------------------------------------------
@@ -172,8 +182,6 @@ def _get_by_name(store: Store, p: Payload) -> Payload:
 
 def _create_experiment(store: Store, p: Payload) -> Payload:
     name = _str(p, "name")
-    if len(name) > limits.MAX_NAME_LENGTH:
-        raise invalid(f"experiment name longer than {limits.MAX_NAME_LENGTH} characters")
     project, created = store.create_project(name)
     if not created:
         raise MlflowError(
@@ -195,18 +203,12 @@ def _run_id(p: Payload) -> int:
 
 def _create_run(store: Store, p: Payload) -> Payload:
     project = _project_of_experiment(store, _str(p, "experiment_id", required=False) or "0")
-    tags = p.get("tags") or []
-    if not isinstance(tags, list):
-        raise invalid("'tags' must be a list")
+    tags = check_tags(_list(p, "tags", limits.MAX_MLFLOW_RUN_TAGS))
     name = _str(p, "run_name", required=False)
     if not name:
-        name = next(
-            (str(t.get("value")) for t in tags
-             if isinstance(t, dict) and t.get("key") == "mlflow.runName" and t.get("value")),
-            time.strftime("run-%Y%m%d-%H%M%S"),
-        )
-    if len(name) > limits.MAX_NAME_LENGTH:
-        raise invalid(f"run name longer than {limits.MAX_NAME_LENGTH} characters")
+        tagged = next((t["value"] for t in tags if t["key"] == "mlflow.runName"), "")
+        name = (checked_text(tagged, "tag mlflow.runName", limits.MAX_NAME_LENGTH)
+                if tagged else time.strftime("run-%Y%m%d-%H%M%S"))
     changes = tag_changes({"tags": []}, tags)
     run = store.create_run_unique(
         project["name"],
@@ -248,23 +250,33 @@ def _log(store: Store, run_id: int, metrics: list, params: list, tags: list) -> 
             f"A batch logging request can contain at most {MAX_BATCH_PARAMS_TAGS} params and "
             f"tags together. Got {len(params)} params and {len(tags)} tags."
         )
+    # Everything is checked before anything is stored.
     rows, _skipped = metric_rows(metrics)
-    run = store.get_run(run_id)  # RESOURCE_DOES_NOT_EXIST before anything is stored
-    changes: dict[str, Any] = tag_changes(run, tags) if tags else {}
-    if params:
-        config = merged_config(run["config"], params)
+    params, tags = check_params(params), check_tags(tags)
+
+    def merge(run: dict) -> dict[str, Any]:
+        # Computed from the run as it is under its lock: concurrent log-batch calls of one
+        # run each add their params and tags, none overwrites another's with a stale copy.
+        changes: dict[str, Any] = tag_changes(run, tags) if tags else {}
+        config = merged_config(run["config"], params) if params else None
         if config is not None:
             changes["config"] = config
-    if changes:
-        store.update_run(run_id, changes)
+        return changes
+
+    if params or tags:
+        store.update_run(run_id, {}, merge=merge)
+    else:
+        store.get_run(run_id)  # RESOURCE_DOES_NOT_EXIST before anything is stored
     refit = bool(rows) and store.ingest_points(run_id, rows).refit
     return {"_points": len(rows), "_refit": refit}
 
 
-def _list(p: Payload, key: str) -> list:
+def _list(p: Payload, key: str, max_items: int | None = None) -> list:
     value = p.get(key) or []
     if not isinstance(value, list):
         raise invalid(f"'{key}' must be a list")
+    if max_items is not None and len(value) > max_items:
+        raise invalid(f"'{key}' may hold at most {max_items} items, got {len(value)}")
     return value
 
 
@@ -306,60 +318,72 @@ def _parse_filter(text: str) -> dict[str, str]:
                 "tags.mlflow.runName and status equality"
             )
         key = "status" if m["key"].lower() == "status" else "name"
-        wanted[key] = m["value"]
+        wanted[key] = checked_text(m["value"], "the filter's value", limits.MAX_NAME_LENGTH,
+                                   blank=True)
     return wanted
 
 
 def _search_runs(store: Store, p: Payload) -> Payload:
-    exp_ids = [str(e) for e in _list(p, "experiment_ids")]
-    wanted = _parse_filter(str(p.get("filter") or ""))
+    """Runs of the experiments asked, experiment by experiment, a page at a time: each
+    experiment costs one counted, limited query, never a read of all its runs."""
+    exp_ids = list(dict.fromkeys(
+        checked_text(e, "experiment_ids[]", limits.MAX_NAME_LENGTH)
+        for e in _list(p, "experiment_ids", limits.MAX_MLFLOW_SEARCH_EXPERIMENTS)
+    ))
+    text = p.get("filter") or ""
+    if not isinstance(text, str) or len(text) > limits.MAX_MLFLOW_FILTER_LENGTH:
+        raise invalid(f"'filter' must be a string of at most {limits.MAX_MLFLOW_FILTER_LENGTH} "
+                      "characters")
+    wanted = _parse_filter(text)
     status = None
     if "status" in wanted:
         status = RUN_STATUS.get(wanted["status"].upper())
         if status is None:
             return {"runs": []}
-    max_results, offset = _page(p, MAX_SEARCH_RESULTS)
+    max_results, offset = _page(p, MAX_SEARCH_RESULTS, limits.MAX_MLFLOW_SEARCH_RESULTS)
     found: list[Payload] = []
+    skip, more = offset, False
     for exp_id in exp_ids:
         try:
             project = _project_of_experiment(store, exp_id)
         except (MlflowError, NotFound):  # NotFound: Default, to a project-scoped token
             continue
-        page = 0
-        while True:
-            runs, total = store.list_runs(
-                RunQuery(
-                    project=project["name"], status=status,
-                    limit=limits.MAX_PAGE_SIZE, offset=page,
-                )
-            )
-            found.extend(
-                run_json(r, exp_id) for r in runs
-                if "name" not in wanted or r["name"] == wanted["name"]
-            )
-            page += len(runs)
-            if not runs or page >= total:
-                break
-    out: Payload = {"runs": found[offset : offset + max_results]}
-    if offset + max_results < len(found):
-        out["next_page_token"] = str(offset + max_results)
+        runs, total = store.list_runs(
+            RunQuery(project=project["name"], status=status, name=wanted.get("name"),
+                     limit=max_results - len(found), offset=skip)
+        )
+        found.extend(run_json(r, exp_id) for r in runs)
+        if total > skip + len(runs):  # this experiment has runs past the page
+            more = True
+            break
+        skip = max(0, skip - total)
+    out: Payload = {"runs": found}
+    if more:
+        out["next_page_token"] = str(offset + len(found))
     return out
 
 
-def _page(p: Payload, cap: int) -> tuple[int, int]:
-    """(max_results clamped to 1..cap, page_token) of a paged MLflow call."""
+def _page(p: Payload, cap: int, most: int) -> tuple[int, int]:
+    """(max_results clamped to 1..cap, page_token) of a paged MLflow call: max_results above
+    `most` (MLflow's own threshold), or a page token that is not a step-sized integer, is a
+    400 (a 10**400 token would overflow the database's integer)."""
+    raw_max, raw_token = p.get("max_results"), p.get("page_token")
     try:
-        max_results = int(p.get("max_results") or cap)
-        token = int(p.get("page_token") or 0)
-    except (TypeError, ValueError):
+        max_results = int(raw_max) if raw_max not in (None, "") else cap
+        token = int(raw_token) if raw_token not in (None, "") else 0
+    except (TypeError, ValueError, OverflowError):
         raise invalid("max_results and page_token must be integers") from None
-    return max(1, min(max_results, cap)), token
+    if not 1 <= max_results <= most:
+        raise invalid(f"max_results must be between 1 and {most}, got {max_results}")
+    if not 0 <= token <= limits.MAX_STEP:
+        raise invalid("page_token is not a token this server gave out")
+    return min(max_results, cap), token
 
 
 def _get_history(store: Store, p: Payload) -> Payload:
     run = store.get_run(_run_id(p))
     key = _str(p, "metric_key")
-    max_results, since = _page(p, MAX_HISTORY_PAGE)
+    max_results, since = _page(p, MAX_HISTORY_PAGE, limits.MAX_MLFLOW_SEARCH_RESULTS)
     if key not in run["latest"]:
         return {"metrics": []}
     page = store.get_points(run["id"], key, since_step=since, limit=max_results)
@@ -403,7 +427,7 @@ for _method, _path, _scope, _handler in _ROUTES:
 
 
 async def _not_served(request: Request) -> JSONResponse:
-    # Artifacts, logged models, traces, registry...: MLflow's "no such endpoint" answer, which
+    # Logged models, traces, registry...: MLflow's "no such endpoint" answer, which
     # its client reports without retrying; metric logging never depends on these.
     return JSONResponse(
         {
@@ -417,7 +441,11 @@ async def _not_served(request: Request) -> JSONResponse:
 def install_mlflow(app: FastAPI) -> None:
     """Mount the MLflow-compatible routes, then the catch-all for every other MLflow call
     (after them, so a known path with the wrong method is 'not found' too, as in MLflow)."""
+    # Imported here: the artifact routes use this module's `authorize`.
+    from scalewatch.server.api.routes.mlflow_artifacts import router as artifacts_router
+
     app.include_router(router)
+    app.include_router(artifacts_router)
     for prefix in (PREFIX, "/api/2.0/mlflow-artifacts"):
         app.add_api_route(
             prefix + "/{rest:path}", _not_served, methods=_ALL_METHODS, include_in_schema=False
