@@ -2,15 +2,20 @@
 
     .venv/bin/python bench/load.py [--trainers 25,50,100,150,200] [--seconds 15]
                                    [--baseline-ref HEAD~3] [--workers 1] [--sqlite]
+                                   [--no-refits] [--compare-refit-thread] [--val-every 2]
 
 Each trainer is what the client's sender does for a trainer logging 20 steps a second: one
 gzip-encoded POST /api/v1/runs/{id}/points a second on a keep-alive connection, 20 steps × 3
-metrics (per-step training metrics, not the run's fit metric: this measures ingest, not the
-refitter), sent one after the other (a trainer never has two requests in flight; when a response
-takes longer than a second, the next request goes out at once). The trainers start at random
-phases within the first second. The server is one real `scalewatch serve` process (started here
-on a temporary PostgreSQL database on loopback), the load generator a raw asyncio HTTP/1.1 client
-in this process, so that the generator costs as little CPU as possible next to the server.
+metrics named as verl sends them (`actor/entropy`, `actor/kl_loss`, `critic/score/mean`), and
+every --val-every-th request also the validation metric (`val-core/openai/gsm8k/acc/mean@1`,
+the run's fit metric, a noisy sigmoid in compute): so every run keeps being refitted, at the
+rate a real run causes, while ingest is measured (--no-refits leaves the validation metric out:
+ingest alone). Requests go one after the other (a trainer never has two requests in flight;
+when a response takes longer than a second, the next request goes out at once). The trainers
+start at random phases within the first second. The server is one real `scalewatch serve`
+process (started here on a temporary PostgreSQL database on loopback), the load generator a raw
+asyncio HTTP/1.1 client in this process, so that the generator costs as little CPU as possible
+next to the server; its own CPU share is printed (on 2 cores it competes with the server).
 
 For each N (levels run in increasing order, each for --seconds after a --warmup, bounded by
 --max-trainers), prints requests sent, achieved rate, p50/p99 latency and errors (non-2xx,
@@ -50,6 +55,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gzip
 import json
 import os
@@ -68,7 +74,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench._common import ROOT, Server, TempDatabase, pg_available  # noqa: E402
 
 STEPS_PER_REQUEST = 20
-METRICS = ("rl/kl", "rl/entropy", "rl/grad_norm")
+METRICS = ("actor/entropy", "actor/kl_loss", "critic/score/mean")
+VAL_METRIC = "val-core/openai/gsm8k/acc/mean@1"
 REQUEST_TIMEOUT = 30.0
 
 
@@ -125,7 +132,14 @@ class Conn:
         self.reader = self.writer = None
 
 
-def points_body(first_step: int, t: float) -> bytes:
+def val_score(step: int, run_id: int) -> float:
+    """A ScaleRL-shaped validation score (its own ceiling a run) with evaluation noise."""
+    c = step * 0.75
+    a = 0.55 + 0.3 * ((run_id * 37) % 100) / 100
+    return 0.1 + (a - 0.1) / (1 + (3000.0 / max(c, 1e-9)) ** 1.5) + random.gauss(0, 0.01)
+
+
+def points_body(first_step: int, t: float, run_id: int = 0, with_val: bool = False) -> bytes:
     pts = [
         {
             "step": s,
@@ -135,6 +149,8 @@ def points_body(first_step: int, t: float) -> bytes:
         }
         for s in range(first_step, first_step + STEPS_PER_REQUEST)
     ]
+    if with_val:  # one evaluation per request that carries it, at its last step
+        pts[-1]["metrics"][VAL_METRIC] = val_score(pts[-1]["step"], run_id)
     return gzip.compress(json.dumps({"points": pts}).encode(), compresslevel=5)
 
 
@@ -143,6 +159,7 @@ class Trainer:
     run_id: int
     conn: Conn
     next_step: int = 0
+    sent_batches: int = 0
 
 
 @dataclass
@@ -154,6 +171,11 @@ class Level:
     seconds: float = 0.0
     error_kinds: dict[str, int] = field(default_factory=dict)
     batches_a_commit: float | None = None  # the group commit's batches per transaction
+    refits: float | None = None  # fits stored per second during the level
+    backlog: int | None = None  # series waiting for a refit at the level's end
+    oldest_wait: float | None = None  # seconds the oldest of them has waited
+    lag_median: float | None = None  # refit lag's median (from /metrics' histogram), seconds
+    generator_cpu: float = 0.0  # share of the machine's cores the load generator used
 
     def p(self, q: float) -> float:
         if not self.latencies:
@@ -169,6 +191,10 @@ class Level:
     def p99(self) -> float:
         return self.p(0.99)
 
+    @property
+    def p999(self) -> float:
+        return self.p(0.999)
+
     def ok(self, p99_ms: float) -> bool:
         return self.errors == 0 and bool(self.latencies) and self.p99 <= p99_ms
 
@@ -176,9 +202,12 @@ class Level:
 class Target:
     """One server under test and its trainers (created as levels need them)."""
 
-    def __init__(self, label: str, server: Server) -> None:
+    def __init__(self, label: str, server: Server, val_every: int = 0) -> None:
+        """`val_every`: every how many requests a trainer sends the validation metric (0:
+        never, ingest alone)."""
         self.label = label
         self.server = server
+        self.val_every = val_every
         u = urlsplit(server.url)
         self.host, self.port = u.hostname or "127.0.0.1", u.port or 80
         self.trainers: list[Trainer] = []
@@ -186,7 +215,8 @@ class Target:
     async def ensure(self, n: int) -> None:
         async def make(i: int) -> Trainer:
             conn = Conn(self.host, self.port)
-            body = json.dumps({"project": "load", "name": f"trainer-{i}"}).encode()
+            body = json.dumps({"project": "load", "name": f"trainer-{i}",
+                               "fit_metric": VAL_METRIC}).encode()
             status, data = await conn.request(
                 "POST", "/api/v1/runs", body, {"Content-Type": "application/json"}
             )
@@ -203,27 +233,39 @@ class Target:
         new = await asyncio.gather(*(bounded(i) for i in range(len(self.trainers), n)))
         self.trainers.extend(new)
 
-    async def ingest_groups(self) -> tuple[int, int] | None:
-        """(transactions, batches) of the server's ingest group commit, from /metrics (None:
-        a server without it, e.g. an older --baseline-ref or SQLite)."""
+    async def scrape(self) -> dict[str, float]:
+        """/metrics as {series: value} (labels kept in the name)."""
         conn = Conn(self.host, self.port)
         try:
             status, data = await conn.request("GET", "/metrics", b"", {})
         finally:
             conn.close()
-        found = dict(line.rsplit(" ", 1) for line in data.decode().splitlines()
-                     if line.startswith("scalewatch_ingest_group"))  # fmt: skip
-        if status != 200 or len(found) != 2:
-            return None
-        return (int(found["scalewatch_ingest_groups_total"]),
-                int(found["scalewatch_ingest_group_batches_total"]))
+        if status != 200:
+            return {}
+        out = {}
+        for line in data.decode().splitlines():
+            if line and not line.startswith("#"):
+                name, _, value = line.rpartition(" ")
+                with contextlib.suppress(ValueError):
+                    out[name] = float(value)
+        return out
+
+    @staticmethod
+    def ingest_groups(m: dict[str, float]) -> tuple[int, int] | None:
+        """(transactions, batches) of the server's ingest group commit (None: a server without
+        it, e.g. an older --baseline-ref or SQLite)."""
+        g = m.get("scalewatch_ingest_groups_total")
+        b = m.get("scalewatch_ingest_group_batches_total")
+        return None if g is None or b is None else (int(g), int(b))
 
     async def run_level(self, n: int, seconds: float, warmup: float,
                         interval: float = 1.0) -> Level:
         """`interval`: seconds between a trainer's requests (0: back to back, a closed loop)."""
         await self.ensure(n)
         level = Level(n)
-        groups_before = await self.ingest_groups()
+        before = await self.scrape()
+        groups_before = self.ingest_groups(before)
+        cpu_before = time.process_time()
         loop = asyncio.get_running_loop()
         start = loop.time()
         count_from, stop_at = start + warmup, start + warmup + seconds
@@ -237,8 +279,10 @@ class Target:
                     await asyncio.sleep(nxt - now)
                 if loop.time() >= stop_at:
                     return
-                body = points_body(tr.next_step, time.time())
+                with_val = self.val_every > 0 and tr.sent_batches % self.val_every == 0
+                body = points_body(tr.next_step, time.time(), tr.run_id, with_val)
                 tr.next_step += STEPS_PER_REQUEST
+                tr.sent_batches += 1
                 sent = loop.time()
                 counted = sent >= count_from
                 try:
@@ -266,11 +310,34 @@ class Target:
 
         await asyncio.gather(*(trainer(tr) for tr in self.trainers[:n]))
         level.seconds = seconds
-        groups_after = await self.ingest_groups()
+        wall = loop.time() - start
+        level.generator_cpu = (time.process_time() - cpu_before) / wall / (os.cpu_count() or 1)
+        after = await self.scrape()
+        groups_after = self.ingest_groups(after)
         if groups_before and groups_after and groups_after[0] > groups_before[0]:
             level.batches_a_commit = ((groups_after[1] - groups_before[1])
                                       / (groups_after[0] - groups_before[0]))
+        fits = after.get("scalewatch_fits_total", 0.0) - before.get("scalewatch_fits_total", 0.0)
+        level.refits = fits / wall
+        if "scalewatch_refit_backlog" in after:
+            level.backlog = int(after["scalewatch_refit_backlog"])
+            level.oldest_wait = after.get("scalewatch_refit_oldest_wait_seconds")
+        level.lag_median = lag_median(before, after)
         return level
+
+
+def lag_median(before: dict[str, float], after: dict[str, float]) -> float | None:
+    """The median refit lag of the fits stored between two scrapes: the upper bound of the
+    histogram bucket that holds it (None: no fit, or a server without the histogram)."""
+    prefix = 'scalewatch_refit_lag_seconds_bucket{le="'
+    buckets = sorted(
+        (float("inf") if k[len(prefix):-2] == "+Inf" else float(k[len(prefix):-2]),
+         v - before.get(k, 0.0))
+        for k, v in after.items() if k.startswith(prefix))
+    if not buckets or buckets[-1][1] <= 0:
+        return None
+    total = buckets[-1][1]
+    return next(bound for bound, n in buckets if n >= total / 2)
 
 
 def export_tree(ref: str) -> Path:
@@ -286,8 +353,13 @@ def row(label: str, lv: Level, p99_ms: float) -> str:
     kinds = ", ".join(f"{k}: {v}" for k, v in sorted(lv.error_kinds.items()))
     verdict = "ok" if lv.ok(p99_ms) else "MISS"
     grouped = "" if lv.batches_a_commit is None else f"  {lv.batches_a_commit:.1f} batches/commit"
+    lag = "      -" if lv.lag_median is None else f"{lv.lag_median:7g}"
+    backlog = "    -" if lv.backlog is None else f"{lv.backlog:5d}"
+    wait = "" if lv.oldest_wait is None else f" (oldest {lv.oldest_wait:.1f} s)"
     return (f"{label:10s} {lv.n:5d} {lv.sent:7d} {rate:8.1f} {lv.p50:9.1f} {lv.p99:9.1f} "
-            f"{lv.errors:6d}  {verdict}{'  (' + kinds + ')' if kinds else ''}{grouped}")
+            f"{lv.p999:9.1f} {lv.errors:6d} {lv.refits or 0:8.1f} {lag} {backlog}{wait} "
+            f"gen {100 * lv.generator_cpu:4.1f}%  {verdict}"
+            f"{'  (' + kinds + ')' if kinds else ''}{grouped}")
 
 
 async def main_async(args: argparse.Namespace, targets: list[Target]) -> dict[str, list[Level]]:
@@ -296,7 +368,9 @@ async def main_async(args: argparse.Namespace, targets: list[Target]) -> dict[st
     results: dict[str, list[Level]] = {t.label: [] for t in targets}
     alive = {t.label for t in targets}
     print(f"{'server':10s} {'N':>5s} {'sent':>7s} {'req/s':>8s} {'p50 ms':>9s} {'p99 ms':>9s} "
-          f"{'errors':>6s}  target p99 <= {args.p99_ms:g} ms, 0 errors")
+          f"{'p99.9 ms':>9s} {'errors':>6s} {'refits/s':>8s} {'lag p50':>7s} {'backlog':>5s}  "
+          f"target p99 <= {args.p99_ms:g} ms, 0 errors (lag p50: bucket bound, s; gen: the load "
+          "generator's share of all cores)")
     for n in levels:
         for t in targets:
             if t.label not in alive:
@@ -336,6 +410,14 @@ def main() -> None:
     ap.add_argument("--all-levels", action="store_true", help="do not stop at the first miss")
     ap.add_argument("--workers", type=int, default=1, help="server processes (serve --workers)")
     ap.add_argument("--sqlite", action="store_true", help="SQLite instead of PostgreSQL")
+    ap.add_argument("--val-every", type=int, default=2,
+                    help="a trainer sends its validation metric every this many requests")
+    ap.add_argument("--no-refits", action="store_true",
+                    help="no validation metric: ingest alone, nothing to refit")
+    ap.add_argument("--compare-refit-thread", action="store_true",
+                    help="also measure a server that fits in a thread of its own process "
+                    "(serve --refit-in-process, the layout before the refit process), "
+                    "alternating with the default at each level")
     ap.add_argument("--baseline-ref", help="also measure a server built from this git revision")
     ap.add_argument("--scaling", help="worker counts, e.g. 1,2,4: the CPU/lock proxy (above)")
     ap.add_argument("--rounds", type=int, default=2, help="--scaling: rounds per worker count")
@@ -361,18 +443,25 @@ def main() -> None:
     trees: list[Path] = []
     targets: list[Target] = []
     try:
+        val_every = 0 if args.no_refits else args.val_every
         if args.baseline_ref:
             tree = export_tree(args.baseline_ref)
             trees.append(tree)
             dbs.append(TempDatabase(kind))
             servers.append(Server(dbs[-1].url, root=tree, extra_args=extra))
-            targets.append(Target("baseline", servers[-1]))
+            targets.append(Target("baseline", servers[-1], val_every))
+        if args.compare_refit_thread:
+            dbs.append(TempDatabase(kind))
+            servers.append(Server(dbs[-1].url, extra_args=[*extra, "--refit-in-process"]))
+            targets.append(Target("thread", servers[-1], val_every))
         dbs.append(TempDatabase(kind))
         servers.append(Server(dbs[-1].url, extra_args=extra))
-        targets.append(Target("current", servers[-1]))
+        targets.append(Target("current", servers[-1], val_every))
+        refits = ("no validation metric (ingest alone)" if not val_every else
+                  f"+ the validation metric every {val_every} requests (refits on)")
         print(f"{kind}, {args.workers} server process(es), {os.cpu_count()} cores, load average "
               f"{os.getloadavg()[0]:.1f} at start; each trainer: 1 gzip request/s of "
-              f"{STEPS_PER_REQUEST} steps × {len(METRICS)} metrics"
+              f"{STEPS_PER_REQUEST} steps × {len(METRICS)} metrics {refits}"
               + (f"; baseline = {args.baseline_ref}" if args.baseline_ref else ""))
         results = asyncio.run(main_async(args, targets))
     finally:
@@ -386,10 +475,12 @@ def main() -> None:
     best = {label: largest_ok(lvs, args.p99_ms) for label, lvs in results.items()}
     for label, n in best.items():
         print(f"{label}: largest N with p99 <= {args.p99_ms:g} ms and 0 errors: {n}")
-    if "baseline" in results:
-        b, c = best["baseline"], best["current"]
-        print(f"current / baseline, largest N: {c}/{b}" + (f" = x{c / b:.2f}" if b else ""))
-        for lb, lc in zip(results["baseline"], results["current"], strict=False):
+    for other in ("baseline", "thread"):
+        if other not in results:
+            continue
+        b, c = best[other], best["current"]
+        print(f"current / {other}, largest N: {c}/{b}" + (f" = x{c / b:.2f}" if b else ""))
+        for lb, lc in zip(results[other], results["current"], strict=False):
             if lb.latencies and lc.latencies:
                 print(f"  N={lb.n}: p50 x{lb.p50 / lc.p50:.2f} faster, p99 x{lb.p99 / lc.p99:.2f}"
                       f" faster, req/s {lc.sent / lc.seconds:.0f} vs {lb.sent / lb.seconds:.0f}")

@@ -156,6 +156,7 @@ def run_detail(store: Store, run_id: int, metric: str | None = None) -> dict[str
         "unit": unit_label(run.get("compute_unit")),
         "color": run_color(run_id),
         "token": change_token(run),
+        "refit_wait": store.refit_wait(run_id, name),
     }
 
 

@@ -91,6 +91,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         env["SCALEWATCH_PUBLIC_URL"] = settings.public_url
     if args.demo:
         env["SCALEWATCH_DEMO"] = "1"
+    # Fits in a child process at a lower priority, unless asked otherwise (flag or environment).
+    if args.refit_in_process:
+        env["SCALEWATCH_REFIT_PROCESS"] = "0"
+    else:
+        os.environ.setdefault("SCALEWATCH_REFIT_PROCESS", "1")
     if settings.webhook_allow_private:
         env["SCALEWATCH_WEBHOOK_ALLOW_PRIVATE"] = "1"
     os.environ.update(env)
@@ -275,6 +280,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--host", default=None, help="bind address (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=None, help="port (default 8765)")
     p.add_argument("--workers", type=int, default=1, help="server processes")
+    p.add_argument("--refit-in-process", action="store_true",
+                   help="fit in a thread of each server process instead of a child process at "
+                   "a lower OS priority (SCALEWATCH_REFIT_PROCESS=0)")
     p.add_argument("--no-auth", action="store_true", help="turn authentication off (laptop)")
     p.add_argument("--public-url", help="external base URL used in alert links")
     p.add_argument("--demo", action="store_true", help="also run simulated trainers")

@@ -59,6 +59,11 @@ class Settings(BaseSettings):
     # API-only deployments can leave the Dash app out.
     dashboard_enabled: bool = Field(True, validation_alias=ENV_PREFIX + "DASHBOARD")
     refit_interval: float = 0.5  # how often the refitter polls for dirty (run, metric) pairs
+    # The refitter and alert workers in a child process at this much lower OS priority, so fits
+    # never take the event loop's or ingest's CPU (server/refit/process.py). `scalewatch serve`
+    # turns it on (`--refit-in-process` keeps the thread); in-process apps (tests) keep the thread.
+    refit_process: bool = False
+    refit_nice: int = Field(10, ge=0, le=19)
     # Alerts: how often `stalled` rules are checked; webhook retry base delay (doubles per
     # attempt, jittered, capped at an hour), attempts before giving up, per-request timeout.
     alert_interval: float = 15.0

@@ -127,9 +127,24 @@ def _header(d: dict[str, Any]) -> html.Div:
             html.Div(" · ".join(bits), className="meta"),
             html.Div(_fit_metric_text(run), id="run-fit-metric", className="meta"),
             *_fit_metric_warning(run),
+            *_refit_lag(d.get("refit_wait")),
             headline(head, "run-headline"),
         ]
     )
+
+
+# Below this a fit simply has not caught up with the newest evaluation yet; beyond it the
+# refitter is behind (a backlog), and the fit shown is older than the run.
+REFIT_LAG_SHOWN = 30.0
+
+
+def _refit_lag(wait: float | None) -> list[html.Div]:
+    if wait is None or wait <= REFIT_LAG_SHOWN:
+        return []
+    return [html.Div(
+        f"The fit is behind: the newest points have waited {wait:,.0f} s for a refit (the "
+        "server's refitter has a backlog). The fit below is from before them.",
+        id="run-refit-lag", className="warn-box", role="status")]
 
 
 def _fit_metric_text(run: dict[str, Any]) -> str:

@@ -1,7 +1,8 @@
 """Wiring: evaluate rules after every stored fit, `stalled` on a timer, send webhooks.
 
-`start_alert_workers(app)` is called by `scalewatch.server.workers.start_workers`; it returns the
-background workers (webhook sender, stalled timer) and the refit listener.
+`start_alert_workers(settings, store)` is called by `scalewatch.server.workers.start_background`
+(in the server process or its refit child); it returns the background workers (webhook sender,
+stalled timer) and the service whose listeners the refitter calls.
 """
 
 from __future__ import annotations
@@ -9,13 +10,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from fastapi import FastAPI
-
 from scalewatch.server.alerts import evaluate as ev
 from scalewatch.server.alerts.groups import evaluate_group
 from scalewatch.server.alerts.kinds import FIT_KINDS
 from scalewatch.server.alerts.webhooks import WebhookSender, build_body
 from scalewatch.server.background import PollingWorker
+from scalewatch.server.config import Settings
 from scalewatch.server.db.models import utcnow
 from scalewatch.server.store.base import DirtyGroup, Store
 
@@ -152,9 +152,9 @@ class StalledTimer(PollingWorker):
         return 0  # always wait a full interval before the next check
 
 
-def start_alert_workers(app: FastAPI) -> tuple[list[Any], Any]:
-    settings = app.state.settings
-    store = app.state.store
+def start_alert_workers(settings: Settings, store: Store) -> tuple[list[Any], AlertService]:
+    """The webhook sender and the `stalled` timer, started; and the service whose `on_fit` /
+    `on_group_fit` the refitter calls after each stored fit."""
     backoff = float(settings.webhook_backoff)
     sender = WebhookSender(
         store,
@@ -167,5 +167,4 @@ def start_alert_workers(app: FastAPI) -> tuple[list[Any], Any]:
     ).start()
     service = AlertService(store, settings.base_url, sender)
     timer = StalledTimer(service, float(settings.alert_interval)).start()
-    app.state.alert_service = service
-    return [sender, timer], service.on_fit
+    return [sender, timer], service

@@ -9,6 +9,8 @@ from collections import defaultdict
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 _BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+# Refit lag: from a point's arrival to the stored fit that includes it (seconds).
+_LAG_BUCKETS = (0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0)
 
 
 class Metrics:
@@ -20,6 +22,8 @@ class Metrics:
         self.points = 0
         self.fits = 0
         self.fit_failures = 0
+        self.lag_buckets = [0] * (len(_LAG_BUCKETS) + 1)
+        self.lag_sum = 0.0
 
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
         with self._lock:
@@ -42,6 +46,14 @@ class Metrics:
                 self.fits += 1
             else:
                 self.fit_failures += 1
+
+    def refit_lag(self, seconds: float) -> None:
+        with self._lock:
+            for i, bound in enumerate(_LAG_BUCKETS):
+                if seconds <= bound:
+                    self.lag_buckets[i] += 1
+            self.lag_buckets[-1] += 1
+            self.lag_sum += max(seconds, 0.0)
 
     def render(self, ingest_groups: tuple[int, int] | None = None) -> str:
         """The text exposition; `ingest_groups`: (groups, batches) written by the store's group
@@ -82,6 +94,16 @@ class Metrics:
                 "# HELP scalewatch_fit_failures_total Refits that raised.",
                 "# TYPE scalewatch_fit_failures_total counter",
                 f"scalewatch_fit_failures_total {self.fit_failures}",
+                "# HELP scalewatch_refit_lag_seconds From a point's arrival to the stored fit "
+                "that includes it (fits of this process's refitter).",
+                "# TYPE scalewatch_refit_lag_seconds histogram",
+            ]
+            for bound, n in zip(_LAG_BUCKETS, self.lag_buckets, strict=False):
+                lines.append(f'scalewatch_refit_lag_seconds_bucket{{le="{bound}"}} {n}')
+            lines += [
+                f'scalewatch_refit_lag_seconds_bucket{{le="+Inf"}} {self.lag_buckets[-1]}',
+                f"scalewatch_refit_lag_seconds_sum {self.lag_sum:.3f}",
+                f"scalewatch_refit_lag_seconds_count {self.lag_buckets[-1]}",
             ]
         if ingest_groups is not None:
             lines += [

@@ -114,6 +114,9 @@ class Series(Base):
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     refit_requested: Mapped[int] = mapped_column(BigInteger, default=0)
     refit_done: Mapped[int] = mapped_column(BigInteger, default=0)
+    # When the series last went from fitted to dirty (migration 0014): the arrival of the oldest
+    # point no fit has seen yet, so the refit lag (arrival -> the fit that includes it) is known.
+    dirty_since: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     # Denormalised pointer so run lists read one fit row per run, not the fit history.
     latest_fit_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
     # A refit lease rather than a held row lock: ingestion keeps bumping refit_requested while

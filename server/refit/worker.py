@@ -19,6 +19,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from scalewatch.server.background import PollingWorker, worker_identity
+from scalewatch.server.db.models import utcnow
 from scalewatch.server.fitting import FitOptions, FitResult, fit_curve
 from scalewatch.server.fitting.hindcast import hindcast_of
 from scalewatch.server.refit.backfill import prefix_lengths
@@ -34,6 +35,7 @@ class FitCounter(Protocol):
     """Where fit outcomes are counted (`scalewatch.server.api.telemetry.Metrics` for /metrics)."""
 
     def fit_done(self, ok: bool) -> None: ...
+    def refit_lag(self, seconds: float) -> None: ...
 
 
 # (fit context of the run, series id, the stored fit, the fit before it)
@@ -135,6 +137,7 @@ class Refitter(PollingWorker):
         try:
             context = self.store.fit_context(item.run_id)
             metric, previous = self.store.latest_fit(item.run_id, item.metric)
+            snapshot_at = utcnow()
             requested, compute, values, steps = self.store.series_snapshot(item.series_id)
             options = fit_options_for(context)
         except Exception:  # noqa: BLE001 - a bad series must not stop the others
@@ -181,10 +184,12 @@ class Refitter(PollingWorker):
                 self._hindcast(item, compute, values, options) if ok else None)
         fit_id = self.store.finish_refit(
             item.series_id, self.owner, max(requested, item.requested), stored,
-            options.intervals and ok, earlier=earlier,
+            options.intervals and ok, earlier=earlier, snapshot_at=snapshot_at,
         )
         if self.metrics is not None:
             self.metrics.fit_done(ok)
+            if item.dirty_since is not None:
+                self.metrics.refit_lag((utcnow() - item.dirty_since).total_seconds())
         for run_id, name in context.get("finished_without_hindcast") or []:
             self.store.request_fit(run_id, name, force=True)  # its refit adds the hindcast
         stored["fit_id"] = fit_id

@@ -74,6 +74,9 @@ class DirtySeries:
     run_id: int
     metric: str
     requested: int
+    # Arrival of the oldest point no fit has seen (None: unknown, e.g. a series already dirty
+    # when migration 0014 ran, or a read that queued a fit): where the refit lag starts.
+    dirty_since: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -152,8 +155,11 @@ class FitStore(Protocol):
         result: FitRecord | None,
         has_intervals: bool,
         earlier: Sequence[FitRecord] = (),
+        snapshot_at: datetime | None = None,
     ) -> int | None: ...
     def request_fit(self, run_id: int, metric: str, force: bool = False) -> bool: ...
+    def refit_backlog(self) -> tuple[int, datetime | None]: ...
+    def refit_wait(self, run_id: int, metric: str) -> float | None: ...
     def latest_fits(
         self, run_ids: list[int], metric: str
     ) -> dict[int, tuple[FitRecord | None, bool]]: ...

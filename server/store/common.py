@@ -40,12 +40,16 @@ class SqlBase:
         """
 
 
+def as_utc(dt: datetime | None) -> datetime | None:
+    """An aware UTC datetime (SQLite hands back naive ones; everything is stored in UTC)."""
+    if dt is None or dt.tzinfo is not None:
+        return dt
+    return dt.replace(tzinfo=timezone.utc)
+
+
 def iso(dt: datetime | None) -> str | None:
-    if dt is None:
-        return None
-    if dt.tzinfo is None:  # SQLite hands back naive datetimes; everything is stored in UTC
-        dt = dt.replace(tzinfo=timezone.utc)
-    return dt.isoformat()
+    dt = as_utc(dt)
+    return None if dt is None else dt.isoformat()
 
 
 def dialect_insert(session: Session | Connection) -> Any:

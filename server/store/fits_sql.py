@@ -4,15 +4,15 @@ fit reads alert evaluation needs."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, or_, select, update
+from sqlalchemy import and_, case, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from scalewatch.server.db.models import Fit, Point, Run, Series, utcnow
 from scalewatch.server.store.base import DirtySeries, NotFound
-from scalewatch.server.store.common import SqlBase, iso
+from scalewatch.server.store.common import SqlBase, as_utc, iso
 from scalewatch.server.store.fit_records import (
     FitHistoryEntry,
     FitRecord,
@@ -112,11 +112,32 @@ class FitsMixin(SqlBase):
                         or_(Series.lease_until.is_(None), Series.lease_until < now),
                     )
                     .values(lease_owner=owner, lease_until=now + timedelta(seconds=lease_seconds))
-                    .returning(Series.run_id, Series.name, Series.refit_requested)
+                    .returning(Series.run_id, Series.name, Series.refit_requested,
+                               Series.dirty_since)
                 ).first()
                 if res is not None:
-                    claimed.append(DirtySeries(sid, res[0], res[1], res[2]))
+                    claimed.append(DirtySeries(sid, res[0], res[1], res[2], as_utc(res[3])))
         return claimed
+
+    def refit_backlog(self) -> tuple[int, datetime | None]:
+        """(series waiting for a refit, the arrival of the oldest point none has fitted)."""
+        with self.session() as s:
+            n, oldest = s.execute(
+                select(func.count(), func.min(Series.dirty_since))
+                .where(Series.refit_requested > Series.refit_done)
+            ).one()
+        return int(n), as_utc(oldest)
+
+    def refit_wait(self, run_id: int, metric: str) -> float | None:
+        """Seconds the oldest point of (run, metric) that no fit includes has waited (None:
+        every point is fitted, or the wait is unknown)."""
+        with self.session() as s:
+            since = s.scalar(
+                select(Series.dirty_since).where(
+                    Series.run_id == run_id, Series.name == metric,
+                    Series.refit_requested > Series.refit_done))
+        since = as_utc(since)
+        return None if since is None else max((utcnow() - since).total_seconds(), 0.0)
 
     def finish_refit(
         self,
@@ -126,10 +147,13 @@ class FitsMixin(SqlBase):
         result: FitRecord | None,
         has_intervals: bool,
         earlier: Sequence[FitRecord] = (),
+        snapshot_at: datetime | None = None,
     ) -> int | None:
         """Store a fit (if any) and mark the series fitted up to `requested`; drop the lease.
         `earlier`: backfilled fits (``refit/backfill.py``), stored first, oldest first, so the
-        history's order is the order of the compute they saw."""
+        history's order is the order of the compute they saw. `snapshot_at`: when the fitted
+        points were read; points that arrived since keep the series dirty, and their wait is
+        counted from then (at most that much too long)."""
         with self.session() as s:
             fit_id = None
             for past in earlier:
@@ -140,6 +164,8 @@ class FitsMixin(SqlBase):
                 "lease_owner": None,
                 "lease_until": None,
                 "refit_done": requested,
+                "dirty_since": case(
+                    (Series.refit_requested > requested, snapshot_at or utcnow()), else_=None),
             }
             if fit_id is not None:
                 values["latest_fit_id"] = fit_id

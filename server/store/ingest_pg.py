@@ -50,6 +50,8 @@ _SERIES = "SELECT name, id, last_step FROM series WHERE run_id = %s"
 # the summary), and the fit metric's refit counter (the refitter's marker) is bumped.
 _SERIES_SUMMARY = """
 UPDATE series AS s SET updated_at = %s,
+    dirty_since = CASE WHEN u.refit > 0 AND s.refit_requested <= s.refit_done
+                       THEN %s ELSE s.dirty_since END,
     n_points = s.n_points + u.inserted,
     last_step = CASE WHEN s.last_step IS NULL OR s.last_step <= u.step
                      THEN u.step ELSE s.last_step END,
@@ -240,7 +242,7 @@ class PgIngestMixin(SqlBase):
                 cur.execute(pgarrays.CHUNKS_INSERT, pgarrays.chunks_params(new))
             if len(merge[0]):
                 cur.execute(_CHUNK_MERGE, pgarrays.chunks_params(merge))
-            cur.execute(_SERIES_SUMMARY, (now, *summary))
+            cur.execute(_SERIES_SUMMARY, (now, now, *summary))
             cur.execute(_RUNS_SUMMARY, (now, *run_rows))
             for mark in sorted(marks):  # group rows last, in one order (`group_marks`)
                 cur.execute(UPSERT_PG, (*mark, now))
@@ -316,7 +318,7 @@ class PgIngestMixin(SqlBase):
                 computes.append(batch.computes[-1])
                 values.append(batch.values[-1])
                 refits.append(1 if metric == fit else 0)  # the refit marker
-            return new, merge, (fit, (now, ids, counts, steps, computes, values, refits))
+            return new, merge, (fit, (now, now, ids, counts, steps, computes, values, refits))
 
         self._replace_chunks(conn, rewritten)  # a rewrite reads its points: before the pipeline
         # One round trip: the points, the chunks, the summaries and the group's refit mark, and

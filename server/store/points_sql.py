@@ -51,7 +51,9 @@ SELECT count(*) FILTER (WHERE overwritten) FROM up
 # SQLite's summaries (`PointsMixin._update_summaries`), as PostgreSQL's in `ingest_pg`: every
 # SET sees the row as it was.
 _SQLITE_SERIES_SUMMARY = """
-UPDATE series SET updated_at = ?, n_points = n_points + ?,
+UPDATE series SET updated_at = ?,
+    dirty_since = CASE WHEN ? > 0 AND refit_requested <= refit_done THEN ? ELSE dirty_since END,
+    n_points = n_points + ?,
     last_step = CASE WHEN last_step IS NULL OR last_step <= ? THEN ? ELSE last_step END,
     last_compute = CASE WHEN last_step IS NULL OR last_step <= ? THEN ? ELSE last_compute END,
     last_value = CASE WHEN last_step IS NULL OR last_step <= ? THEN ? ELSE last_value END,
@@ -296,8 +298,9 @@ class PointsMixin(PgIngestMixin):
         rows = []
         for metric, batch in by_metric.items():
             step = batch.steps[-1]
-            rows.append((stamp, inserted[metric], step, step, step, batch.computes[-1], step,
-                         batch.values[-1], int(metric == fit_metric), series_ids[metric]))
+            refit = int(metric == fit_metric)
+            rows.append((stamp, refit, stamp, inserted[metric], step, step, step,
+                         batch.computes[-1], step, batch.values[-1], refit, series_ids[metric]))
         conn.exec_driver_sql(_SQLITE_SERIES_SUMMARY, rows)
         newest_step, newest_compute = newest(by_metric)
         conn.exec_driver_sql(

@@ -20,6 +20,8 @@ SERVER_VARIABLES = {
     "SCALEWATCH_WORKERS": ("workers_enabled", "off", False),
     "SCALEWATCH_DASHBOARD": ("dashboard_enabled", "no", False),
     "SCALEWATCH_REFIT_INTERVAL": ("refit_interval", "0.25", 0.25),
+    "SCALEWATCH_REFIT_PROCESS": ("refit_process", "1", True),
+    "SCALEWATCH_REFIT_NICE": ("refit_nice", "5", 5),
     "SCALEWATCH_ALERT_INTERVAL": ("alert_interval", "5", 5.0),
     "SCALEWATCH_WEBHOOK_BACKOFF": ("webhook_backoff", "1.5", 1.5),
     "SCALEWATCH_WEBHOOK_MAX_ATTEMPTS": ("webhook_max_attempts", "7", 7),

@@ -7,6 +7,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 
 from scalewatch.server.api.schemas import Health, Readiness
 from scalewatch.server.background import outage
+from scalewatch.server.db.models import utcnow
 
 router = APIRouter(tags=["health"])
 
@@ -50,8 +51,21 @@ def readyz(request: Request) -> JSONResponse:
 @router.get("/metrics", response_class=PlainTextResponse)
 def metrics(request: Request) -> PlainTextResponse:
     """Prometheus text format."""
-    groups = request.app.state.store.ingest_groups
-    return PlainTextResponse(
-        request.app.state.metrics.render((groups.groups, groups.items)),
-        media_type="text/plain; version=0.0.4",
-    )
+    store = request.app.state.store
+    groups = store.ingest_groups
+    text = request.app.state.metrics.render((groups.groups, groups.items))
+    try:
+        waiting, oldest = store.refit_backlog()
+    except Exception as exc:  # noqa: BLE001 - the process's own figures still answer
+        outage.failed(exc)
+    else:
+        wait = 0.0 if oldest is None else max((utcnow() - oldest).total_seconds(), 0.0)
+        text += (
+            "# HELP scalewatch_refit_backlog Series whose newest points no fit includes yet "
+            "(all processes).\n# TYPE scalewatch_refit_backlog gauge\n"
+            f"scalewatch_refit_backlog {waiting}\n"
+            "# HELP scalewatch_refit_oldest_wait_seconds How long the oldest point no fit "
+            "includes has waited.\n# TYPE scalewatch_refit_oldest_wait_seconds gauge\n"
+            f"scalewatch_refit_oldest_wait_seconds {wait:.3f}\n"
+        )
+    return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
