@@ -192,6 +192,10 @@ class ScopedStore:
         self.check_runs(run_ids)
         return self.inner.latest_fits(run_ids, metric)
 
+    def refit_wait(self, run_id: int, metric: str) -> float | None:
+        self.check_runs([run_id])
+        return self.inner.refit_wait(run_id, metric)
+
     def fit_history(self, run_id: int, metric: str | None = None, limit: int = 1000) -> Any:
         self.check_runs([run_id])
         return self.inner.fit_history(run_id, metric, limit)
