@@ -16,6 +16,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from scalewatch.server import limits
+from scalewatch.server.jsonbounds import JsonScanner, JsonShapeError
 
 API_PREFIX = "/api/v1/"
 # The MLflow-compatible tracking API (and its artifact routes, which answer "not served"): the
@@ -161,25 +162,47 @@ class RequestGuard:
                     ),
                 )
                 return
-        await self.app(scope, _capped(receive), send)
+        await self.app(scope, _capped(receive, _shape_scanner(scope, path)), send)
 
 
 def _too_large() -> str:
     return f"body larger than {limits.MAX_BODY_BYTES} bytes"
 
 
-def _capped(receive: Receive) -> Receive:
+def _shape_scanner(scope: Scope, path: str) -> JsonScanner | None:
+    """A JSON body of the API gets its shape bounded (depth, containers, values) as it arrives,
+    before FastAPI parses it on the event loop: a config nested 300 deep was stored and then
+    failed every run list (500), and 16 MB of `[],` is 5 million lists. Not the points route
+    (it bounds its own body, also when gzip-encoded, and its typed decode needs no scan), and
+    not an encoded body (only the points route inflates; anywhere else it is not JSON)."""
+    if (
+        scope.get("method") not in _BODY_METHODS
+        or not path.startswith((API_PREFIX, MLFLOW_PREFIX))
+        or (path.endswith("/points") and path.startswith("/api/v1/runs/"))
+        or _header(scope, b"content-encoding") not in (None, "identity")
+    ):
+        return None
+    return JsonScanner()
+
+
+def _capped(receive: Receive, scanner: JsonScanner | None = None) -> Receive:
     seen = 0
 
     async def wrapped() -> Message:
         nonlocal seen
         message = await receive()
         if message["type"] == "http.request":
-            seen += len(message.get("body", b""))
+            chunk = message.get("body", b"")
+            seen += len(chunk)
             if seen > limits.MAX_BODY_BYTES:
                 # Raised inside the route's body read: FastAPI re-raises HTTPException from
                 # there and the exception middleware answers 413.
                 raise HTTPException(413, _too_large())
+            if scanner is not None and chunk:
+                try:
+                    scanner.feed(chunk)
+                except JsonShapeError as exc:
+                    raise HTTPException(exc.status, exc.message) from exc
         return message
 
     return wrapped
