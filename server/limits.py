@@ -26,6 +26,7 @@ __all__ = [
     "MAX_CONFIG_BYTES",
     "MAX_GROUP_LENGTH",
     "MAX_DOWNSAMPLE_POINTS",
+    "MAX_EXPENSIVE_READS_PER_TOKEN",
     "MAX_FIT_POINTS",
     "MAX_INFLATED_BYTES",
     "MAX_JSON_CONTAINERS",
@@ -66,3 +67,6 @@ MAX_FIT_POINTS = 100_000  # POST /api/v1/fit
 # larger requests are thinned to this many points (evenly spaced in compute order).
 MAX_PAPER_FIT_POINTS = 500
 MAX_COMPARE_RUNS = 20
+# Stateless fits and comparisons one token may run at once (the default of
+# SCALEWATCH_EXPENSIVE_READS_PER_TOKEN); more at once are a 429 with Retry-After.
+MAX_EXPENSIVE_READS_PER_TOKEN = 2
