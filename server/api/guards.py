@@ -16,6 +16,8 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from scalewatch.server import limits
+from scalewatch.server.api.errors import DATABASE_RETRY_AFTER
+from scalewatch.server.background import is_database_outage, outage
 from scalewatch.server.jsonbounds import JsonScanner, JsonShapeError
 
 API_PREFIX = "/api/v1/"
@@ -72,7 +74,9 @@ def token_from_header(value: str | None, allow_basic: bool = False) -> str | Non
 def _refusal(mlflow: bool, status: int, detail: str) -> dict[str, str]:
     if not mlflow:
         return {"detail": detail}
-    code = {401: "UNAUTHENTICATED", 415: "BAD_REQUEST"}.get(status, "BAD_REQUEST")
+    code = {401: "UNAUTHENTICATED", 415: "BAD_REQUEST", 503: "TEMPORARILY_UNAVAILABLE"}.get(
+        status, "BAD_REQUEST"
+    )
     return {"error_code": code, "message": detail}
 
 
@@ -135,9 +139,24 @@ class RequestGuard:
                 # looks it up in the thread pool (a thread hop on every API request otherwise).
                 cached, info = self.state.token_cache.peek(token)
                 if not cached:
-                    info = await run_in_threadpool(
-                        self.state.token_cache.get, self.state.store, token
-                    )
+                    try:
+                        info = await run_in_threadpool(
+                            self.state.token_cache.get, self.state.store, token
+                        )
+                    except Exception as exc:
+                        if not is_database_outage(exc):
+                            raise
+                        # Out here no exception handler runs: it was a 500 and a traceback
+                        # per request while the database was gone. 503: clients retry.
+                        outage.failed(exc)
+                        await _send_json(
+                            send,
+                            503,
+                            _refusal(mlflow, 503, "database unavailable, retry later"),
+                            [(b"retry-after", str(DATABASE_RETRY_AFTER).encode())],
+                        )
+                        return
+                    outage.ok(wrote=False)
                 if info is None:
                     await _send_json(
                         send,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 
+from scalewatch.server.api.errors import DATABASE_RETRY_AFTER
 from scalewatch.server.api.schemas import Health, Readiness
 from scalewatch.server.background import outage
 
@@ -20,10 +21,13 @@ def healthz() -> dict:
 @router.get(
     "/readyz",
     response_model=Readiness,
-    responses={503: {"model": Readiness, "description": "Database unreachable or schema old"}},
+    responses={
+        503: {"model": Readiness,
+              "description": "Database unreachable, not writable, or its schema old"},
+    },
 )
 def readyz(request: Request) -> JSONResponse:
-    """The database is reachable and its schema is current."""
+    """The database is reachable, accepts writes, and its schema is current."""
     from scalewatch.server.db.migrate import head_revision, schema_is_current
 
     store = request.app.state.store
@@ -33,7 +37,13 @@ def readyz(request: Request) -> JSONResponse:
     except Exception as exc:  # noqa: BLE001 - any database failure means "not ready"
         # Unauthenticated: the error (host, port, user, driver text) goes to the log only.
         outage.failed(exc)
-        return JSONResponse({"status": "unavailable", "detail": "database unreachable"}, 503)
+        return _unavailable("database unreachable")
+    if current:  # a write needs the schema (an old one is reported below)
+        try:
+            store.check_writable()  # reads alone do not make a server ready
+        except Exception as exc:  # noqa: BLE001 - read-only file or replica, full disk
+            outage.failed(exc)
+            return _unavailable("database does not accept writes")
     outage.ok()
     if not current:
         return JSONResponse(
@@ -45,6 +55,13 @@ def readyz(request: Request) -> JSONResponse:
             503,
         )
     return JSONResponse({"status": "ready", "database": store.dialect})
+
+
+def _unavailable(detail: str) -> JSONResponse:
+    return JSONResponse(
+        {"status": "unavailable", "detail": detail}, 503,
+        headers={"Retry-After": str(DATABASE_RETRY_AFTER)},
+    )
 
 
 @router.get("/metrics", response_class=PlainTextResponse)
