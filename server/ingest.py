@@ -105,8 +105,11 @@ INFLATE_CHUNK_BYTES = 1024 * 1024
 
 
 def decode_body(raw: bytes, content_encoding: str | None) -> Any:
-    """Inflate (gzip/deflate) within the size caps and parse JSON."""
-    return parse_json(inflate(raw, content_encoding))
+    """Inflate (gzip/deflate) within the size caps and parse JSON within the shape bounds
+    (`jsonbounds`): the careful path's whole decode."""
+    scanner = JsonScanner()
+    data = inflate(raw, content_encoding, scanner)
+    return parse_json(data, None if scanner.offset == len(data) else scanner.bounds)
 
 
 def inflate(raw: bytes, content_encoding: str | None, scanner: JsonScanner | None = None) -> bytes:
