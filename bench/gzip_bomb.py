@@ -10,10 +10,11 @@ issue's 154 KB body did). While it is in flight a second connection polls /healt
 20 ms, and a sampler reads the server's resident memory (/proc/PID/status) every 5 ms.
 
 Printed per server: time to the refusal and its status, peak RSS growth over the RSS before
-the request, /healthz latency (max and median) while the bomb was in flight. `--baseline PATH`
-runs a second source tree (e.g. `git archive <commit> | tar -x -C PATH`) the same way first,
-so before and after come from the same run on the same machine. Targets: refused in < 1 s,
-RSS growth < 100 MB, /healthz < 100 ms.
+the request, /healthz latency (max and median) of the polls that overlapped the bomb's
+request, and of the polls in the second before it (the machine's own latency, as a reference).
+`--baseline PATH` runs a second source tree (e.g. `git archive <commit> | tar -x -C PATH`) the
+same way first, so before and after come from the same run on the same machine. Targets:
+refused in < 1 s, RSS growth < 100 MB, /healthz < 100 ms.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ class Sampler(threading.Thread):
         self.url, self.pid = url, pid
         self.stop = threading.Event()
         self.peak_kb = 0
-        self.health_ms: list[float] = []
+        self.health: list[tuple[float, float]] = []  # (started, ms)
         self.health_errors = 0
         self._rss = threading.Thread(target=self._sample_rss, daemon=True)
 
@@ -73,7 +74,7 @@ class Sampler(threading.Thread):
                     client.get("/healthz").raise_for_status()
                 except httpx.HTTPError:
                     self.health_errors += 1
-                self.health_ms.append((time.perf_counter() - t0) * 1e3)
+                self.health.append((t0, (time.perf_counter() - t0) * 1e3))
                 self.stop.wait(0.02)
         self._rss.join()
 
@@ -93,7 +94,7 @@ def attack(root: Path, bomb: bytes) -> dict:
             before_kb = rss_kb(server.proc.pid)
             sampler = Sampler(server.url, server.proc.pid)
             sampler.start()
-            time.sleep(0.2)  # a few /healthz answers before the bomb, as a baseline
+            time.sleep(1.0)  # /healthz answers before the bomb: the machine's own latency
             t0 = time.perf_counter()
             r = client.post(
                 f"/api/v1/runs/{run_id}/points",
@@ -106,7 +107,12 @@ def attack(root: Path, bomb: bytes) -> dict:
             alive = client.get("/healthz").status_code == 200
     finally:
         server.stop()
-    during = sampler.health_ms or [float("nan")]
+    t1 = t0 + elapsed
+    # a poll overlapping the bomb's request, and the polls before it (the reference)
+    during = [ms for start, ms in sampler.health if start < t1 and start + ms / 1e3 > t0]
+    before = [ms for start, ms in sampler.health if start + ms / 1e3 <= t0]
+    during = during or [float("nan")]
+    before = before or [float("nan")]
     return {
         "status": r.status_code,
         "detail": r.text[:160],
@@ -115,7 +121,9 @@ def attack(root: Path, bomb: bytes) -> dict:
         "rss_growth_mb": max(0, sampler.peak_kb - before_kb) / 1024,
         "healthz_max_ms": max(during),
         "healthz_median_ms": statistics.median(during),
-        "healthz_polls": len(sampler.health_ms),
+        "healthz_polls": len(during),
+        "healthz_before_max_ms": max(before),
+        "healthz_before_median_ms": statistics.median(before),
         "healthz_errors": sampler.health_errors,
         "alive_after": alive,
     }
@@ -126,8 +134,9 @@ def report(name: str, res: dict) -> None:
         f"{name}: {res['status']} in {res['seconds']:.2f} s; RSS {res['rss_before_mb']:.0f} MB "
         f"+ {res['rss_growth_mb']:.0f} MB at peak; /healthz during it: max "
         f"{res['healthz_max_ms']:.0f} ms, median {res['healthz_median_ms']:.1f} ms over "
-        f"{res['healthz_polls']} polls ({res['healthz_errors']} failed); server alive after: "
-        f"{res['alive_after']}"
+        f"{res['healthz_polls']} polls ({res['healthz_errors']} failed; before it: max "
+        f"{res['healthz_before_max_ms']:.0f} ms, median {res['healthz_before_median_ms']:.1f} ms);"
+        f" server alive after: {res['alive_after']}"
     )
     print(f"    answer: {res['detail']}")
 

@@ -98,7 +98,8 @@ class JsonScanner:
             return
         opens = brackets.count(b"[") + brackets.count(b"{")
         if self.depth + opens > bounds.max_depth:  # else it cannot have gone too deep
-            running = np.cumsum(_STEP[np.frombuffer(brackets, dtype=np.uint8)], dtype=np.int64)
+            steps = _STEP[np.frombuffer(brackets, dtype=np.uint8)]
+            running = np.cumsum(steps, dtype=np.int32)  # a body is far below 2**31 bytes
             if self.depth + int(running.max()) > bounds.max_depth:
                 raise JsonShapeError(
                     400, f"body is not valid JSON: nested deeper than {bounds.max_depth} levels "
