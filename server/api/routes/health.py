@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 
@@ -38,12 +40,13 @@ def readyz(request: Request) -> JSONResponse:
         # Unauthenticated: the error (host, port, user, driver text) goes to the log only.
         outage.failed(exc)
         return _unavailable("database unreachable")
-    if current:  # a write needs the schema (an old one is reported below)
+    if current and not _wrote_lately(store):  # a write needs the current schema
         try:
             store.check_writable()  # reads alone do not make a server ready
         except Exception as exc:  # noqa: BLE001 - read-only file or replica, full disk
             outage.failed(exc)
             return _unavailable("database does not accept writes")
+        _last_write[id(store)] = time.monotonic()
     outage.ok()
     if not current:
         return JSONResponse(
@@ -55,6 +58,17 @@ def readyz(request: Request) -> JSONResponse:
             503,
         )
     return JSONResponse({"status": "ready", "database": store.dialect})
+
+
+# When each store's write check last succeeded: /readyz is unauthenticated, and a flood of it
+# must not become a flood of writes (on SQLite each takes the write lock), so a success
+# stands for a second. A failure is never reused: the next probe checks again.
+_last_write: dict[int, float] = {}
+WRITE_CHECK_REUSE = 1.0
+
+
+def _wrote_lately(store: object) -> bool:
+    return time.monotonic() - _last_write.get(id(store), -WRITE_CHECK_REUSE) < WRITE_CHECK_REUSE
 
 
 def _unavailable(detail: str) -> JSONResponse:
