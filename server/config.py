@@ -17,6 +17,8 @@ from typing import Any
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from scalewatch.server import limits
+
 ENV_PREFIX = "SCALEWATCH_"
 _TRUE = {"1", "true", "yes", "on"}
 
@@ -74,6 +76,10 @@ class Settings(BaseSettings):
     # each killed when it runs longer than `fit_timeout` seconds.
     fit_processes: int = Field(2, ge=1)
     fit_timeout: float = Field(30.0, gt=0)
+    # Stateless fits that may wait for a busy fit process; more are a 503 with Retry-After.
+    fit_queue: int = Field(8, ge=0)
+    # Fits and comparisons one token (one client address with auth off) may run at once.
+    expensive_reads_per_token: int = Field(limits.MAX_EXPENSIVE_READS_PER_TOKEN, ge=1)
     # Webhook targets on loopback, private, link-local (cloud metadata) or otherwise
     # non-public addresses are refused unless this is on (self-hosted relays).
     webhook_allow_private: bool = False

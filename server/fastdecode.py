@@ -28,6 +28,7 @@ from scalewatch.server.ingest import (
     parse_json,
     validate_points,
 )
+from scalewatch.server.jsonbounds import JsonBounds, JsonScanner
 
 try:
     import msgspec
@@ -36,6 +37,9 @@ except ImportError:  # pragma: no cover - optional speed-up
 
 _MAX = sys.float_info.max  # the bounds also refuse inf (and NaN fails any comparison)
 
+
+# An ingest body: `{"points": [{..., "metrics": {...}}]}` (limits.py says why these numbers)
+INGEST_BODY = JsonBounds()
 
 _DECODER: Any = None
 if msgspec is not None:
@@ -111,10 +115,16 @@ def decode_batch(data: bytes) -> Batch | None:
 
 def parse_batch(raw: bytes, content_encoding: str | None) -> Batch:
     """An ingest body's points grouped by metric, or IngestError (400/413/415/422) as
-    `ingest.validate_points` and `ingest.decode_body` answer it."""
-    data = inflate(raw, content_encoding)
+    `ingest.validate_points` and `ingest.decode_body` answer it.
+
+    The typed decode builds nothing but points, so it takes any body as it is; the careful
+    path's parser builds whatever the body holds, so the body's shape is bounded first
+    (`jsonbounds`: too deep a body is a 400, too many containers or values a 413). A large gzip
+    body is scanned while it is inflated, so a bomb is refused before it is inflated whole."""
+    scanner = JsonScanner(INGEST_BODY)
+    data = inflate(raw, content_encoding, scanner)
     batch = decode_batch(data)
     if batch is None:
-        batch = group_rows(validate_points(parse_json(data)))
+        scanned = scanner.offset == len(data)
+        batch = group_rows(validate_points(parse_json(data, None if scanned else INGEST_BODY)))
     return batch
-

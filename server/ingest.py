@@ -22,6 +22,7 @@ except ImportError:  # pragma: no cover - optional speed-up
     orjson = None  # type: ignore[assignment]
 
 from scalewatch.server import limits
+from scalewatch.server.jsonbounds import JsonBounds, JsonScanner, JsonShapeError
 
 
 class IngestError(Exception):
@@ -98,30 +99,71 @@ def group_rows(rows: Iterable[PointRow]) -> Batch:
     return {metric: in_step_order(*c) for metric, c in cols.items()}
 
 
+# Bytes an inflated body is produced in: each chunk's shape is checked (jsonbounds) before the
+# next one is inflated, so a bomb is refused after its first chunk.
+INFLATE_CHUNK_BYTES = 1024 * 1024
+
+
 def decode_body(raw: bytes, content_encoding: str | None) -> Any:
-    """Inflate (gzip/deflate) within the size caps and parse JSON."""
-    return parse_json(inflate(raw, content_encoding))
+    """Inflate (gzip/deflate) within the size caps and parse JSON within the shape bounds
+    (`jsonbounds`): the careful path's whole decode."""
+    scanner = JsonScanner()
+    data = inflate(raw, content_encoding, scanner)
+    return parse_json(data, None if scanner.offset == len(data) else scanner.bounds)
 
 
-def inflate(raw: bytes, content_encoding: str | None) -> bytes:
-    """The body inflated per its Content-Encoding (gzip/deflate) within the size caps."""
+def inflate(raw: bytes, content_encoding: str | None, scanner: JsonScanner | None = None) -> bytes:
+    """The body inflated per its Content-Encoding (gzip/deflate) within the size caps.
+
+    Inflated a chunk at a time: past `MAX_INFLATED_BYTES` it stops there (413). A body that
+    inflates to more than one chunk has each chunk checked by `scanner` (the body's shape
+    bounds) before the next is made, so a bomb is refused after its first megabyte; a body of
+    one chunk is left to the caller (a typed decode needs no scan: see `parse_batch`)."""
     encoding = (content_encoding or "identity").strip().lower()
-    if encoding in ("gzip", "x-gzip", "deflate"):
-        wbits = 16 + zlib.MAX_WBITS if encoding != "deflate" else zlib.MAX_WBITS
-        inflater = zlib.decompressobj(wbits)
-        try:
-            raw = inflater.decompress(raw, limits.MAX_INFLATED_BYTES)
-        except (zlib.error, gzip.BadGzipFile) as exc:
-            raise IngestError(400, f"body is not valid {encoding}: {exc}") from exc
-        if inflater.unconsumed_tail:
-            raise IngestError(413, f"inflated body exceeds {limits.MAX_INFLATED_BYTES} bytes")
-    elif encoding != "identity":
+    if encoding == "identity":
+        return raw
+    if encoding not in ("gzip", "x-gzip", "deflate"):
         raise IngestError(415, f"unsupported Content-Encoding {content_encoding!r}")
-    return raw
+    wbits = 16 + zlib.MAX_WBITS if encoding != "deflate" else zlib.MAX_WBITS
+    inflater = zlib.decompressobj(wbits)
+    chunks: list[bytes] = []
+    size, pending = 0, raw
+    try:
+        while not inflater.eof:
+            chunk = inflater.decompress(pending, INFLATE_CHUNK_BYTES)
+            pending = inflater.unconsumed_tail
+            if not chunk and not pending:  # input used up before the stream's end
+                break
+            size += len(chunk)
+            if size > limits.MAX_INFLATED_BYTES:
+                raise IngestError(413, f"inflated body exceeds {limits.MAX_INFLATED_BYTES} bytes")
+            chunks.append(chunk)
+            if len(chunks) == 2:  # more than one chunk: scan what came before too
+                _scan(scanner, chunks[0])
+            if len(chunks) >= 2:
+                _scan(scanner, chunk)
+    except (zlib.error, gzip.BadGzipFile) as exc:
+        raise IngestError(400, f"body is not valid {encoding}: {exc}") from exc
+    if not inflater.eof:
+        raise IngestError(400, f"body is not valid {encoding}: it ends too early")
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
-def parse_json(raw: bytes) -> Any:
-    """The JSON document (NaN/Infinity tokens read, so validation can name them), or 400."""
+def _scan(scanner: JsonScanner | None, chunk: bytes) -> None:
+    if scanner is None:
+        return
+    try:
+        scanner.feed(chunk)
+    except JsonShapeError as exc:
+        raise IngestError(exc.status, exc.message) from exc
+
+
+def parse_json(raw: bytes, bounds: JsonBounds | None = None) -> Any:
+    """The JSON document (NaN/Infinity tokens read, so validation can name them), or 400.
+
+    With `bounds`, the body's shape is checked first (nothing is parsed past them)."""
+    if bounds is not None:
+        _scan(JsonScanner(bounds), raw)
     if orjson is not None:
         try:
             return orjson.loads(raw)

@@ -27,8 +27,12 @@ __all__ = [
     "MAX_CONFIG_BYTES",
     "MAX_GROUP_LENGTH",
     "MAX_DOWNSAMPLE_POINTS",
+    "MAX_EXPENSIVE_READS_PER_TOKEN",
     "MAX_FIT_POINTS",
     "MAX_INFLATED_BYTES",
+    "MAX_JSON_CONTAINERS",
+    "MAX_JSON_DEPTH",
+    "MAX_JSON_VALUES",
     "MAX_METRICS_PER_POINT",
     "MAX_NAME_LENGTH",
     "MAX_NOTES_LENGTH",
@@ -46,6 +50,13 @@ __all__ = [
 
 # Cap on what a gzip body may inflate to (zip bombs); the raw cap is MAX_BODY_BYTES.
 MAX_INFLATED_BYTES = 64 * 1024 * 1024
+# The shape of a JSON body, checked on its bytes (as it is inflated) before it is parsed
+# (server/jsonbounds.py): a parser builds an object per bracket, so 62 MB of brackets became
+# 3 GB. An ingest batch nests 4 deep and holds 2 containers and at most
+# MAX_METRICS_PER_POINT + 4 values a point; these bounds leave room for every valid batch.
+MAX_JSON_DEPTH = 32
+MAX_JSON_CONTAINERS = 4 * MAX_POINTS_PER_REQUEST
+MAX_JSON_VALUES = 2 * MAX_POINTS_PER_REQUEST * (MAX_METRICS_PER_POINT + 4)
 MAX_NOTES_LENGTH = 20_000
 MAX_PAGE_SIZE = 1_000
 DEFAULT_PAGE_SIZE = 100
@@ -74,3 +85,6 @@ MAX_MLFLOW_SEARCH_RESULTS = 50_000  # max_results above is a 400 (SEARCH_MAX_RES
 MAX_MLFLOW_FILTER_LENGTH = 4_096  # runs/search filter string
 # Artifacts (mlflow-artifacts:/ uploads) are accepted and discarded, streamed: no size cap is
 # needed for memory or disk, and a refusal would raise in the trainer (see routes/mlflow.py).
+# Stateless fits and comparisons one token may run at once (the default of
+# SCALEWATCH_EXPENSIVE_READS_PER_TOKEN); more at once are a 429 with Retry-After.
+MAX_EXPENSIVE_READS_PER_TOKEN = 2

@@ -28,11 +28,13 @@ ALLOWED: dict[str, set[str]] = {
     "trainer_client": set(),  # standard library only: it runs inside trainers
     "server.fitting": set(),  # pure numpy/scipy
     "server.scopes": set(),
-    "server.config": set(),
+    "server.config": {"server.limits"},  # settings whose defaults are request limits
     "server.background": set(),
     "server.limits": {"trainer_client"},  # the limits client and server share
-    "server.ingest": {"server.limits"},
-    "server.fastdecode": {"server.ingest", "server.limits"},  # the ingest decode's fast path
+    "server.jsonbounds": {"server.limits"},  # a JSON body's shape, bounded before parsing
+    "server.ingest": {"server.limits", "server.jsonbounds"},
+    # the ingest decode's fast path
+    "server.fastdecode": {"server.ingest", "server.limits", "server.jsonbounds"},
     "server.db": {"server.config", "migrations"},  # migrate.py locates the Alembic scripts
     "server.store": {"server.db", "server.ingest", "server.limits", "server.scopes"},
     "server.services": {"server.store", "server.fitting"},
@@ -60,6 +62,7 @@ ALLOWED: dict[str, set[str]] = {
         "server.limits",
         "server.ingest",
         "server.fastdecode",
+        "server.jsonbounds",
         "server.store",
         "server.services",
         "server.fitting",

@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from fastapi.responses import RedirectResponse
 
+from scalewatch.server.api.concurrency import PerClientLimit
 from scalewatch.server.api.deps import TokenCache
 from scalewatch.server.api.docs import install_docs
 from scalewatch.server.api.errors import install_error_handlers
@@ -86,7 +87,8 @@ def create_app(settings: Settings, store: SqlStore | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.store = store
     app.state.token_cache = TokenCache(settings.token_cache_ttl)
-    app.state.fit_pool = FitPool(settings.fit_processes, settings.fit_timeout)
+    app.state.fit_pool = FitPool(settings.fit_processes, settings.fit_timeout, settings.fit_queue)
+    app.state.expensive_reads = PerClientLimit(settings.expensive_reads_per_token)
     app.state.metrics = Metrics()
     app.state.refit_notify = None
     app.add_middleware(RequestGuard, state=app.state)

@@ -22,11 +22,12 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from sqlalchemy.exc import DataError, OperationalError
+from sqlalchemy.exc import DataError, DBAPIError, DisconnectionError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from scalewatch.server.background import outage
+from scalewatch.server.background import is_database_outage, outage
 from scalewatch.server.services.compare import MixedMetrics
 from scalewatch.server.store import NotFound
 from scalewatch.server.store.scoped import ProjectDenied
@@ -50,6 +51,9 @@ CODES: dict[int, str] = {
     504: "timeout",
 }
 INVALID_JSON = "invalid_json"
+# Seconds a client is asked to wait when the database is unavailable (the trainer client
+# retries a 503 with its own backoff, and keeps what it could not send in its spool).
+DATABASE_RETRY_AFTER = 5
 
 
 def error_code(status: int, detail: str = "") -> str:
@@ -156,6 +160,15 @@ async def internal_error(_request: Request, exc: Exception) -> JSONResponse:
     return error_response(500, "internal server error")
 
 
+async def database_error(request: Request, exc: Exception) -> JSONResponse:
+    # Any other driver error: an outage (read-only, full disk, a dropped connection) is a 503
+    # like OperationalError; anything else a 500. Handled here rather than by the catch-all,
+    # whose middleware re-raises after answering (a traceback in the log per request).
+    if is_database_outage(exc):
+        return await database_unavailable(request, exc)
+    return await internal_error(request, exc)
+
+
 async def bad_value(_request: Request, exc: Exception) -> JSONResponse:
     # The database refused a value the validators let through (e.g. out of range for its
     # column type). The transaction is rolled back, so nothing was stored.
@@ -168,7 +181,10 @@ async def bad_value(_request: Request, exc: Exception) -> JSONResponse:
 
 async def database_unavailable(_request: Request, exc: Exception) -> JSONResponse:
     outage.failed(exc)  # logged once per outage, not once per request
-    return error_response(503, "database unavailable, retry later")
+    return error_response(
+        503, "database unavailable, retry later",
+        headers={"Retry-After": str(DATABASE_RETRY_AFTER)},
+    )
 
 
 async def nested_too_deeply(_request: Request, _exc: Exception) -> JSONResponse:
@@ -262,6 +278,17 @@ def _document_error_shape(app: FastAPI) -> None:
     app.openapi = openapi  # type: ignore[method-assign]
 
 
+def _driver_errors() -> list[type[Exception]]:
+    import sqlite3
+
+    found: list[type[Exception]] = [sqlite3.Error]
+    try:
+        import psycopg
+    except ImportError:  # pragma: no cover - SQLite-only installs
+        return found
+    return [*found, psycopg.Error]
+
+
 def install_error_handlers(app: FastAPI) -> None:
     app.add_middleware(ErrorShape)
     _document_error_shape(app)
@@ -274,3 +301,8 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, invalid_request)
     app.add_exception_handler(DataError, bad_value)
     app.add_exception_handler(OperationalError, database_unavailable)
+    app.add_exception_handler(DisconnectionError, database_unavailable)
+    app.add_exception_handler(PoolTimeout, database_unavailable)
+    app.add_exception_handler(DBAPIError, database_error)
+    for driver_error in _driver_errors():  # unwrapped: the PostgreSQL ingest uses psycopg
+        app.add_exception_handler(driver_error, database_error)

@@ -16,6 +16,9 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from scalewatch.server import limits
+from scalewatch.server.api.errors import DATABASE_RETRY_AFTER
+from scalewatch.server.background import is_database_outage, outage
+from scalewatch.server.jsonbounds import JsonScanner, JsonShapeError
 
 API_PREFIX = "/api/v1/"
 # The MLflow-compatible tracking API (and its artifact routes, which answer "not served"): the
@@ -75,7 +78,9 @@ def token_from_header(value: str | None, allow_basic: bool = False) -> str | Non
 def _refusal(mlflow: bool, status: int, detail: str) -> dict[str, str]:
     if not mlflow:
         return {"detail": detail}
-    code = {401: "UNAUTHENTICATED", 415: "BAD_REQUEST"}.get(status, "BAD_REQUEST")
+    code = {401: "UNAUTHENTICATED", 415: "BAD_REQUEST", 503: "TEMPORARILY_UNAVAILABLE"}.get(
+        status, "BAD_REQUEST"
+    )
     return {"error_code": code, "message": detail}
 
 
@@ -144,9 +149,24 @@ class RequestGuard:
                 # looks it up in the thread pool (a thread hop on every API request otherwise).
                 cached, info = self.state.token_cache.peek(token)
                 if not cached:
-                    info = await run_in_threadpool(
-                        self.state.token_cache.get, self.state.store, token
-                    )
+                    try:
+                        info = await run_in_threadpool(
+                            self.state.token_cache.get, self.state.store, token
+                        )
+                    except Exception as exc:
+                        if not is_database_outage(exc):
+                            raise
+                        # Out here no exception handler runs: it was a 500 and a traceback
+                        # per request while the database was gone. 503: clients retry.
+                        outage.failed(exc)
+                        await _send_json(
+                            send,
+                            503,
+                            _refusal(mlflow, 503, "database unavailable, retry later"),
+                            [(b"retry-after", str(DATABASE_RETRY_AFTER).encode())],
+                        )
+                        return
+                    outage.ok(wrote=False)
                 if info is None:
                     await _send_json(
                         send,
@@ -172,25 +192,50 @@ class RequestGuard:
                     ),
                 )
                 return
-        await self.app(scope, receive if is_artifact_upload(scope) else _capped(receive), send)
+        if is_artifact_upload(scope):  # streamed and discarded: no cap, no JSON shape
+            await self.app(scope, receive, send)
+        else:
+            await self.app(scope, _capped(receive, _shape_scanner(scope, path)), send)
 
 
 def _too_large() -> str:
     return f"body larger than {limits.MAX_BODY_BYTES} bytes"
 
 
-def _capped(receive: Receive) -> Receive:
+def _shape_scanner(scope: Scope, path: str) -> JsonScanner | None:
+    """A JSON body of the API gets its shape bounded (depth, containers, values) as it arrives,
+    before FastAPI parses it on the event loop: a config nested 300 deep was stored and then
+    failed every run list (500), and 16 MB of `[],` is 5 million lists. Not the points route
+    (it bounds its own body, also when gzip-encoded, and its typed decode needs no scan), and
+    not an encoded body (only the points route inflates; anywhere else it is not JSON)."""
+    if (
+        scope.get("method") not in _BODY_METHODS
+        or not path.startswith((API_PREFIX, MLFLOW_PREFIX))
+        or (path.endswith("/points") and path.startswith("/api/v1/runs/"))
+        or _header(scope, b"content-encoding") not in (None, "identity")
+    ):
+        return None
+    return JsonScanner()
+
+
+def _capped(receive: Receive, scanner: JsonScanner | None = None) -> Receive:
     seen = 0
 
     async def wrapped() -> Message:
         nonlocal seen
         message = await receive()
         if message["type"] == "http.request":
-            seen += len(message.get("body", b""))
+            chunk = message.get("body", b"")
+            seen += len(chunk)
             if seen > limits.MAX_BODY_BYTES:
                 # Raised inside the route's body read: FastAPI re-raises HTTPException from
                 # there and the exception middleware answers 413.
                 raise HTTPException(413, _too_large())
+            if scanner is not None and chunk:
+                try:
+                    scanner.feed(chunk)
+                except JsonShapeError as exc:
+                    raise HTTPException(exc.status, exc.message) from exc
         return message
 
     return wrapped

@@ -33,6 +33,13 @@ class SqlBase:
         with self.engine.connect() as conn:
             conn.execute(text("SELECT 1"))
 
+    def check_writable(self) -> None:
+        """Raises when the database cannot write: a committed write that changes nothing (the
+        schema version set to itself). Committed, not rolled back: SQLite writes nothing to
+        disk before a commit, so a read-only file or a full disk shows only there."""
+        with self.engine.begin() as conn:
+            conn.execute(text("UPDATE alembic_version SET version_num = version_num"))
+
     def _delete_run_dependents(self, s: Session, run_id: int) -> None:
         """Hook: delete rows of other concerns (alerts) that reference a run being deleted.
 

@@ -31,6 +31,8 @@ SERVER_VARIABLES = {
     "SCALEWATCH_DEMO_BURST": ("demo_burst", "0.1", 0.1),
     "SCALEWATCH_FIT_PROCESSES": ("fit_processes", "3", 3),
     "SCALEWATCH_FIT_TIMEOUT": ("fit_timeout", "4.5", 4.5),
+    "SCALEWATCH_FIT_QUEUE": ("fit_queue", "0", 0),
+    "SCALEWATCH_EXPENSIVE_READS_PER_TOKEN": ("expensive_reads_per_token", "5", 5),
     "SCALEWATCH_WEBHOOK_ALLOW_PRIVATE": ("webhook_allow_private", "1", True),
     "SCALEWATCH_TOKEN_CACHE_TTL": ("token_cache_ttl", "0", 0.0),
 }

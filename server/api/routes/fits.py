@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from concurrent.futures.process import BrokenProcessPool
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query, Request
@@ -11,8 +10,15 @@ from fastapi.responses import JSONResponse
 from pydantic import Field
 
 from scalewatch.server import limits
+from scalewatch.server.api.concurrency import EXPENSIVE_READ
 from scalewatch.server.api.deps import AUTH_RESPONSES, PROJECTS, READ, StoreDep
-from scalewatch.server.api.fitpool import FitFailed, FitPool, FitTimeout, thin_for_paper
+from scalewatch.server.api.fitpool import (
+    FitFailed,
+    FitPool,
+    FitTimeout,
+    FitUnavailable,
+    thin_for_paper,
+)
 from scalewatch.server.api.schemas import (
     CompareOut,
     ErrorOut,
@@ -84,7 +90,12 @@ def fit_history(
             "description": "Invalid points, points that cannot be fitted, or a fit that ran "
             "past its deadline (it was stopped)",
         },
+        429: {"model": ErrorOut, "description": "This token already runs as many fits as "
+              "it may at once (Retry-After)"},
+        503: {"model": ErrorOut, "description": "Every fit process is busy and the queue is "
+              "full, or the fit was interrupted (Retry-After)"},
     },
+    dependencies=[EXPENSIVE_READ],
 )
 async def stateless_fit(body: FitRequest, request: Request) -> JSONResponse:
     """Fit points given in the request (for scripts and notebooks); nothing is stored.
@@ -113,8 +124,10 @@ async def stateless_fit(body: FitRequest, request: Request) -> JSONResponse:
         return JSONResponse({"detail": f"these points cannot be fitted ({exc})"}, 422)
     except FitTimeout as exc:
         return JSONResponse({"detail": f"{exc} and was stopped; send fewer points"}, 422)
-    except BrokenProcessPool:
-        return JSONResponse({"detail": "the fit was interrupted, retry"}, 503)
+    except FitUnavailable as exc:
+        return JSONResponse(
+            {"detail": f"{exc}; retry later"}, 503, headers={"Retry-After": str(exc.retry_after)}
+        )
     if thinned_from is not None:
         record["downsampled_from"] = thinned_from
     return JSONResponse(jsonable_encoder(FitOut.model_validate(record), exclude_unset=True))
@@ -122,7 +135,9 @@ async def stateless_fit(body: FitRequest, request: Request) -> JSONResponse:
 
 @router.get(
     "/compare", response_model=CompareOut, response_model_exclude_unset=True,
-    responses=COMPARE_404,
+    responses={**COMPARE_404, 429: {"model": ErrorOut, "description": "This token already "
+               "runs as many fits and comparisons as it may at once (Retry-After)"}},
+    dependencies=[EXPENSIVE_READ],
 )
 def compare(
     store: StoreDep,

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import time
+
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 
+from scalewatch.server.api.errors import DATABASE_RETRY_AFTER
 from scalewatch.server.api.schemas import Health, Readiness
 from scalewatch.server.background import outage
 from scalewatch.server.db.models import utcnow
@@ -21,10 +24,13 @@ def healthz() -> dict:
 @router.get(
     "/readyz",
     response_model=Readiness,
-    responses={503: {"model": Readiness, "description": "Database unreachable or schema old"}},
+    responses={
+        503: {"model": Readiness,
+              "description": "Database unreachable, not writable, or its schema old"},
+    },
 )
 def readyz(request: Request) -> JSONResponse:
-    """The database is reachable and its schema is current."""
+    """The database is reachable, accepts writes, and its schema is current."""
     from scalewatch.server.db.migrate import head_revision, schema_is_current
 
     store = request.app.state.store
@@ -34,7 +40,14 @@ def readyz(request: Request) -> JSONResponse:
     except Exception as exc:  # noqa: BLE001 - any database failure means "not ready"
         # Unauthenticated: the error (host, port, user, driver text) goes to the log only.
         outage.failed(exc)
-        return JSONResponse({"status": "unavailable", "detail": "database unreachable"}, 503)
+        return _unavailable("database unreachable")
+    if current and not _wrote_lately(store):  # a write needs the current schema
+        try:
+            store.check_writable()  # reads alone do not make a server ready
+        except Exception as exc:  # noqa: BLE001 - read-only file or replica, full disk
+            outage.failed(exc)
+            return _unavailable("database does not accept writes")
+        _last_write[id(store)] = time.monotonic()
     outage.ok()
     if not current:
         return JSONResponse(
@@ -46,6 +59,24 @@ def readyz(request: Request) -> JSONResponse:
             503,
         )
     return JSONResponse({"status": "ready", "database": store.dialect})
+
+
+# When each store's write check last succeeded: /readyz is unauthenticated, and a flood of it
+# must not become a flood of writes (on SQLite each takes the write lock), so a success
+# stands for a second. A failure is never reused: the next probe checks again.
+_last_write: dict[int, float] = {}
+WRITE_CHECK_REUSE = 1.0
+
+
+def _wrote_lately(store: object) -> bool:
+    return time.monotonic() - _last_write.get(id(store), -WRITE_CHECK_REUSE) < WRITE_CHECK_REUSE
+
+
+def _unavailable(detail: str) -> JSONResponse:
+    return JSONResponse(
+        {"status": "unavailable", "detail": detail}, 503,
+        headers={"Retry-After": str(DATABASE_RETRY_AFTER)},
+    )
 
 
 @router.get("/metrics", response_class=PlainTextResponse)
