@@ -76,8 +76,8 @@ def withheld_notice(fit: dict[str, Any] | None, unit: str) -> dict[str, Any] | N
     if factor is not None and at is not None:
         compute = (f"More compute would identify it: about {factor:.2g} × the compute so far, "
                    f"around {fmt(at)} {unit} (simulated from this fit's posterior).")
-    elif codes & {"misspecified", "recent_break", "insufficient_data"}:
-        compute = ""  # more of the same would not help, or the reason says what would
+    elif w.get("max_factor") is None or codes & {"misspecified", "recent_break"}:
+        compute = ""  # not simulated: more of the same would not help, or the reason says
     else:
         compute = (f"Not within {fmt(w.get('max_factor'))} × the compute so far, by a "
                    "simulation from this fit's posterior.")

@@ -54,10 +54,11 @@ MAX_FACTOR = float(FACTORS[-1])
 N_SIM_DRAWS = 32  # posterior draws the continuation is simulated along
 WINDOW_EVALS = 48  # a longer window is thinned to about this many evaluations
 MAX_CONTINUATION = 240  # the continuation to MAX_FACTOR has at most this many evaluations
-# "Most draws": the share that must pass for a multiple to count.  bench/withheld.py, 135
-# sampled sigmoid runs withheld at 1-3 x C_mid, each continued with its own noise: the median
-# of predicted over actual compute is 1.00 at 0.7 (0.92 at 0.6); half the runs are identified
-# by the predicted compute, two thirds by 1.5 x it, 1% before it / 1.5.
+# "Most draws": the share that must pass for a multiple to count.  bench/withheld.py, sampled
+# sigmoid runs withheld at 1-3 x C_mid, each continued with its own noise: the median of
+# predicted over actual compute is 1.00 at 0.7 (0.92 at 0.6) on 135 runs; at 0.7 on 213 others
+# 0.89-1.00 by window, 45% identified by the predicted compute, 70% by 1.5 x it, <= 3% before
+# it / 1.5.
 IDENTIFY_SHARE = 0.7
 
 
@@ -332,14 +333,16 @@ def misfit_reason(mf: Misfit) -> dict[str, str]:
 
 
 def withheld_record(reasons: list[dict[str, str]], factor: float | None,
-                    c_end: float | None) -> dict[str, Any]:
-    """The result's ``withheld`` object."""
+                    c_end: float | None, searched: bool = False) -> dict[str, Any]:
+    """The result's ``withheld`` object; ``searched``: whether the compute that would identify
+    A was looked for (``max_factor`` is then how far; null when it was not: a break, a
+    misspecified run, no posterior draws, too little data)."""
     return {
         "reasons": reasons,
         "compute_to_identify": (None if factor is None or c_end is None
                                 else float(f"{factor * c_end:.4g}")),  # "roughly": 4 digits
         "compute_to_identify_factor": factor,
-        "max_factor": MAX_FACTOR,
+        "max_factor": MAX_FACTOR if searched else None,
     }
 
 
@@ -359,8 +362,9 @@ def explain(
     if not reasons:
         reasons.append(reason("not_identified", message))
     factor = None
-    if mis is None and fit_end is not None:
+    searched = mis is None and fit_end is not None and len(draws) > 0
+    if searched:
         factor = compute_to_identify(x, np.asarray(draws, dtype=float), fit_r0, ci_a, ci_cmid,
-                                     fit_end, value_range, rules,
+                                     fit_end or 0.0, value_range, rules,
                                      0.0 if rho is None else float(rho[0]))
-    return withheld_record(reasons, factor, fit_end)
+    return withheld_record(reasons, factor, fit_end, searched)

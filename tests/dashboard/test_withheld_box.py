@@ -56,6 +56,8 @@ def test_misspecified_and_out_of_reach_runs_say_so() -> None:
         "compute_to_identify": None, "compute_to_identify_factor": None, "max_factor": 8.0}}
     assert F.withheld_notice(far, "steps")["compute"] == (
         "Not within 8 × the compute so far, by a simulation from this fit's posterior.")
+    unsearched = {**far, "withheld": {**far["withheld"], "max_factor": None}}
+    assert F.withheld_notice(unsearched, "steps")["compute"] == ""
 
 
 def _text(node: Any) -> str:

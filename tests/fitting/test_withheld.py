@@ -44,6 +44,13 @@ def test_a_young_run_is_withheld_for_its_wide_interval_and_its_knee(seed: int) -
     assert w["compute_to_identify"] == pytest.approx(
         w["compute_to_identify_factor"] * res.fit_range[1], rel=1e-3)
     assert w["compute_to_identify"] >= 1.2 * F.PAST_KNEE * C_MID / 1.5
+    assert w["max_factor"] == W.MAX_FACTOR
+
+
+def test_without_posterior_draws_the_compute_is_not_guessed() -> None:
+    res = fit_curve(*_run(1.2), FitOptions(intervals=False))
+    assert res.status == "unidentified" and _codes(res)
+    assert res.withheld["compute_to_identify"] is None and res.withheld["max_factor"] is None
 
 
 def test_a_narrow_interval_short_of_its_knee_names_only_the_knee() -> None:
@@ -108,7 +115,7 @@ def test_too_few_points_is_insufficient_data_with_the_engines_words() -> None:
     res = fit_curve([1, 2, 3], [0.1, 0.2, 0.3])
     assert res.status == "insufficient_data"
     assert res.withheld["reasons"] == [{"code": "insufficient_data", "detail": res.message}]
-    assert res.withheld["compute_to_identify"] is None
+    assert res.withheld["compute_to_identify"] is None and res.withheld["max_factor"] is None
 
 
 def test_an_identified_fit_withholds_nothing_and_the_record_round_trips() -> None:
