@@ -175,10 +175,10 @@ def _design(x: FloatArray, rho: float) -> tuple[FloatArray, FloatArray, NDArray[
     n = x.size
     k = -(-n // WINDOW_EVALS)
     xw = x[::-1][::k][::-1]  # every k-th evaluation, the window's last among them
-    pace = k * (1.0 - float(np.exp(x[0]))) / max(n - 1, 1)
+    pace = max(k * (1.0 - float(np.exp(x[0]))) / max(n - 1, 1), 1e-12)
     step = max(pace, (MAX_FACTOR - 1.0) / MAX_CONTINUATION)  # a coarser continuation: fewer
     ext = np.arange(1.0 + step, MAX_FACTOR + 1e-9, step)  # evaluations, each as informative
-    r = min(max(rho, 0.0), 0.98)
+    r = min(max(rho, 0.0), 0.98) ** k  # between two kept evaluations
     links = np.concatenate([np.full(xw.size, r), np.full(ext.size, r ** (step / pace))])
     at = xw.size - 1 + np.searchsorted(ext, np.concatenate([[1.0], FACTORS]) * (1 + 1e-9),
                                        side="right")
