@@ -57,7 +57,7 @@ MAX_CONTINUATION = 240  # the continuation to MAX_FACTOR has at most this many e
 # "Most draws": the share that must pass for a multiple to count.  bench/withheld.py, sampled
 # sigmoid runs withheld at 1-3 x C_mid, each continued with its own noise: the median of
 # predicted over actual compute is 1.00 at 0.7 (0.92 at 0.6) on 135 runs; at 0.7 on 213 others
-# 0.89-1.00 by window, 45% identified by the predicted compute, 70% by 1.5 x it, <= 3% before
+# 0.83-1.00 by window, 44% identified by the predicted compute, 67% by 1.5 x it, <= 2% before
 # it / 1.5.
 IDENTIFY_SHARE = 0.7
 
