@@ -34,6 +34,7 @@ from scalewatch.dashboard.figures.run import (
     history_figure,
     residuals_figure,
     run_figure,
+    withheld_notice,
 )
 
 __all__ = [
@@ -60,4 +61,5 @@ __all__ = [
     "shades",
     "spread_text",
     "unit_label",
+    "withheld_notice",
 ]

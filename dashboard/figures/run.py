@@ -55,6 +55,35 @@ def fit_caption(fit: dict[str, Any] | None, unit: str) -> str:
     return " · ".join(parts) + prior_caption(fit.get("prior") or {})
 
 
+def withheld_notice(fit: dict[str, Any] | None, unit: str) -> dict[str, Any] | None:
+    """What the Run page's warning box says when the fit withholds A, or None (A claimed, no
+    fit yet): {"title", "reasons": [sentences], "compute": sentence or ""}, from the fit's
+    ``withheld`` object (``server/fitting/withheld.py``)."""
+    w = (fit or {}).get("withheld")
+    if not w or (fit or {}).get("status") == "ok":
+        return None
+    reasons = [r for r in w.get("reasons") or [] if r.get("detail")]
+    codes = {r.get("code") for r in reasons}
+    if "misspecified" in codes:
+        title = "A is withheld: this run's data disagree with every sigmoid"
+    elif "recent_break" in codes:
+        title = "A is withheld: the run broke off its curve"
+    elif fit and fit.get("status") == "insufficient_data":
+        title = "No A yet"
+    else:
+        title = "A is withheld: the data do not pin the ceiling down yet"
+    factor, at = w.get("compute_to_identify_factor"), w.get("compute_to_identify")
+    if factor is not None and at is not None:
+        compute = (f"More compute would identify it: about {factor:.2g} × the compute so far, "
+                   f"around {fmt(at)} {unit} (simulated from this fit's posterior).")
+    elif w.get("max_factor") is None or codes & {"misspecified", "recent_break"}:
+        compute = ""  # not simulated: more of the same would not help, or the reason says
+    else:
+        compute = (f"Not within {fmt(w.get('max_factor'))} × the compute so far, by a "
+                   "simulation from this fit's posterior.")
+    return {"title": title, "reasons": [str(r["detail"]) for r in reasons], "compute": compute}
+
+
 def prior_caption(prior: dict[str, Any]) -> str:
     """What a fit learned beyond its own points, as extra caption lines ("" with nothing): on
     the first, beside the parameters and the forecast, they ran past the chart's right edge.

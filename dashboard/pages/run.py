@@ -30,6 +30,7 @@ from scalewatch.dashboard.figures import (
     history_figure,
     residuals_figure,
     run_figure,
+    withheld_notice,
 )
 from scalewatch.server.fitting import FitResult, predict
 from scalewatch.server.store.base import NotFound
@@ -113,6 +114,7 @@ def _header(d: dict[str, Any]) -> html.Div:
     if tags:
         bits.append(f"tags {tags}")
     head = forecast_headline(d["fit"], d.get("target"), d["unit"])
+    withheld = _withheld_box(d["fit"], d["unit"])
     return html.Div(
         [
             html.H2(
@@ -129,6 +131,7 @@ def _header(d: dict[str, Any]) -> html.Div:
             *_fit_metric_warning(run),
             *_refit_lag(d.get("refit_wait")),
             headline(head, "run-headline"),
+            *([withheld] if withheld is not None else []),
         ]
     )
 
@@ -145,6 +148,20 @@ def _refit_lag(wait: float | None) -> list[html.Div]:
         f"The fit is behind: the newest points have waited {wait:,.0f} s for a refit (the "
         "server's refitter has a backlog). The fit below is from before them.",
         id="run-refit-lag", className="warn-box", role="status")]
+
+
+def _withheld_box(fit: dict[str, Any] | None, unit: str) -> html.Div | None:
+    """A warning box saying why the fit withholds A and how much more compute would identify
+    it (``withheld_notice``); None when A is claimed."""
+    notice = withheld_notice(fit, unit)
+    if notice is None:
+        return None
+    body: list[Any] = [html.Div(notice["title"], className="withheld-title")]
+    if notice["reasons"]:
+        body.append(html.Ul([html.Li(r) for r in notice["reasons"]]))
+    if notice["compute"]:
+        body.append(html.Div(notice["compute"], className="withheld-compute"))
+    return html.Div(body, id="run-withheld", className="withheld", role="status")
 
 
 def _fit_metric_text(run: dict[str, Any]) -> str:

@@ -5,7 +5,7 @@
 Public API: :class:`FitOptions`, :class:`FitResult`, :func:`fit_curve`, :func:`predict`,
 :func:`predict_band`, :func:`predict_with_band`, :func:`predict_interval`,
 :func:`compare_fits`.
-``FitResult.to_dict()`` is the public JSON object (with ``break`` and ``prior``);
+``FitResult.to_dict()`` is the public JSON object (with ``break``, ``prior`` and ``withheld``);
 ``to_dict(internal=True)`` adds an ``"internal"`` block (posterior draws, noise model, curve
 interval, message) that :meth:`FitResult.from_dict` needs to redraw the bands after a reload.
 

@@ -16,6 +16,7 @@ from .model import FloatArray, frac
 from .noise_prior import prior_record
 from .posterior import posterior_axes
 from .result import FitOptions, FitResult
+from .withheld import Rules, break_reasons, explain, misfit, reason, withheld_record
 
 MIN_POINTS = 5
 MIN_DISTINCT = 4
@@ -26,6 +27,8 @@ KNEE_FACTOR = 1.5  # the window must reach KNEE_FACTOR x the upper bound of C_mi
 PAST_KNEE = 2.5  # ... and PAST_KNEE x the fitted C_mid (see ``too_early``)
 MIN_REGIME = 12  # evaluations since a break needed to fit the new regime
 BREAK_BINS = 96  # log-compute bins of the break test's prefix refits
+# The rule above, for ``withheld.py`` to say which part of it held A back.
+RULES = Rules(ID_MAX_WIDTH, EDGE_EPS, KNEE_FACTOR, PAST_KNEE, MIN_REGIME)
 
 
 @dataclass(frozen=True)
@@ -220,6 +223,7 @@ def _insufficient(prep: Prepared, options: FitOptions, msg: str, n: int) -> FitR
         status="insufficient_data", R0=prep.r0, r0_source=prep.r0_source, n_points=n,
         fit_range=prep.fit_range, target_compute=prep.target, method=options.method,
         message=msg, value_range=tuple(options.value_range),  # type: ignore[arg-type]
+        withheld=withheld_record([reason("insufficient_data", msg)], None, None),
     )
 
 
@@ -340,6 +344,7 @@ def broken(prep: Prepared, options: FitOptions, brk: Break) -> FitResult:
         method="default", sigma=unc.sigma, tau=unc.tau, eval_sd=unc.eval_sd, q=unc.q,
         value_range=(lo, hi), break_=info,
         message=f"{what}; {why_not}; its ceiling is at most {ceiling_upper:.3f}",
+        withheld=withheld_record(break_reasons(info, RULES), None, None),
     )
 
 
@@ -419,8 +424,9 @@ def finish(prep: Prepared, options: FitOptions, pf: PointFit) -> FitResult:
         what = "decreases" if a < r0 - gain_floor else "is flat"
         # No curve is reported (B and C_mid of a flat fit are meaningless).
         common.update(B=None, C_mid=None, a_fit=None)
-        return FitResult(status="insufficient_data", message=f"no signal: the metric {what} "
-                         f"(fitted gain A - R0 = {a - r0:+.4f})", **common)
+        msg = f"no signal: the metric {what} (fitted gain A - R0 = {a - r0:+.4f})"
+        return FitResult(status="insufficient_data", message=msg, withheld=withheld_record(
+            [reason("insufficient_data", msg)], None, None), **common)
 
     a_point, ci_a = a, unc.ci_a
     ci = None
@@ -443,15 +449,23 @@ def finish(prep: Prepared, options: FitOptions, pf: PointFit) -> FitResult:
     tail = "; the run has probably not passed its knee"
     if why is None:
         why, tail = too_early(c_mid, fit_end), ""
-    if why is not None:
+    # A run whose data disagree with every sigmoid has no A to claim, however narrow.
+    mis = misfit(prep.x, prep.y, pf.theta, fit_r0)
+    if why is not None or mis is not None:
         lower = a_lower_bound(ci_a, draws, fit_end)
         a_lo, a_hi = ci_a
+        message = "" if why is None else (f"A is not pinned down yet (its 95% interval "
+                                          f"[{a_lo:.3f}, {a_hi:.3f}] {why}){tail}")
+        if mis is not None:
+            message = "; ".join(filter(None, ["A is withheld: the data disagree with every "
+                                              "sigmoid", message]))
         return FitResult(
             status="unidentified", A=None, A_lower_bound=lower, ci=ci,
             predicted_at_target=pred, predicted_interval=pred_iv, curve_interval=curve_iv,
-            message=f"A is not pinned down yet (its 95% interval [{a_lo:.3f}, {a_hi:.3f}] "
-                    f"{why}){tail}",
-            draws=draws, **common)
+            message=message, draws=draws,
+            withheld=explain(prep.x, draws, fit_r0, ci_a, None if ci is None else ci["C_mid"],
+                             c_mid, fit_end, (lo, hi), common.get("rho"), RULES, mis, message),
+            **common)
     return FitResult(
         status="ok", A=a_point, A_lower_bound=ci_a[0], ci=ci, predicted_at_target=pred,
         predicted_interval=pred_iv, curve_interval=curve_iv, message="", draws=draws, **common)

@@ -15,7 +15,7 @@ METHODS = ("default", "paper", "curve_fit")
 PUBLIC_KEYS = (
     "status", "A", "B", "C_mid", "R0", "r0_source", "ci", "A_lower_bound", "n_points",
     "fit_range", "target_compute", "predicted_at_target", "predicted_interval", "rmse", "method",
-    "break", "prior",
+    "break", "prior", "withheld",
 )
 
 
@@ -83,6 +83,14 @@ def _json_break(b: dict[str, Any] | None) -> dict[str, Any] | None:
     return out
 
 
+def _json_withheld(w: dict[str, Any] | None) -> dict[str, Any] | None:
+    if w is None:
+        return None
+    return {**w, "reasons": [dict(r) for r in w.get("reasons", ())],
+            **{k: _num(w.get(k)) for k in ("compute_to_identify", "compute_to_identify_factor",
+                                           "max_factor")}}
+
+
 @dataclass(frozen=True)
 class FitResult:
     """Result of :func:`scalewatch.server.fitting.fit_curve`.
@@ -124,6 +132,10 @@ class FitResult:
     # prior, ``FitOptions.noise_prior``) and/or {"B": {"median", "log_sd", "dof"}} (a prior
     # on B, ``FitOptions.b_prior``), each learned from a project's finished runs.
     prior: dict[str, Any] | None = None
+    # Why A is withheld, or None when it is claimed (status ok): {"reasons": [{"code",
+    # "detail"}, ...], "compute_to_identify", "compute_to_identify_factor", "max_factor"};
+    # the codes and the simulation behind the compute are in ``withheld.py``.
+    withheld: dict[str, Any] | None = None
     # ---- internal ----
     message: str = ""
     a_fit: float | None = None  # point estimate of A, kept even when status != ok
@@ -168,6 +180,7 @@ class FitResult:
             "method": self.method,
             "break": _json_break(self.break_),
             "prior": self.prior,
+            "withheld": _json_withheld(self.withheld),
         }
         if internal:
             out["internal"] = {
@@ -219,6 +232,7 @@ class FitResult:
             method=d.get("method", "default"),
             break_=d.get("break"),
             prior=d.get("prior"),
+            withheld=d.get("withheld"),
             message=internal.get("message", ""),
             a_fit=a_fit,
             sigma=internal.get("sigma"),

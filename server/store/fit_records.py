@@ -47,6 +47,9 @@ class PublicFit(_BreakKey, total=False):
     # The prior used beyond the defaults, or None: {"rho": {"mean", "sd"}} and, when learned
     # from the project's finished runs, "source": "project" and "finished_runs".
     prior: dict[str, Any] | None
+    # Why A is withheld (reason codes and sentences, the compute that would identify it), or
+    # None when A is claimed (README "A fit result"; ``fitting/withheld.py``).
+    withheld: dict[str, Any] | None
     message: str  # why the status is what it is, in words
     metric: str
     fit_id: int | None  # None: not stored (pending, or a metric without points)
@@ -80,6 +83,7 @@ class FitHistoryEntry(_BreakKey, TypedDict):
     C_mid: float | None
     predicted_at_target: float | None
     backfilled: bool
+    withheld: dict[str, Any] | None
 
 
 # What a history row keeps of a fit's break: where it started, how far the run fell and the
@@ -106,6 +110,7 @@ def history_entry(row: Any) -> FitHistoryEntry:
         "C_mid": res.get("C_mid"),
         "predicted_at_target": res.get("predicted_at_target"),
         "backfilled": bool(res.get("backfilled")),
+        "withheld": res.get("withheld"),
         "break": {k: brk.get(k) for k in BREAK_HISTORY_KEYS} if brk else None,
     }
 
@@ -128,6 +133,7 @@ SUMMARY_KEYS = (
     "message",
     "break",
     "prior",
+    "withheld",
 )
 
 

@@ -198,6 +198,10 @@ def test_unfitted_run_says_why(seeded, page) -> None:  # noqa: ANN001
     wait_graph(page, "run-graph", 1)
     text = page.locator("#run-graph").inner_text()
     assert "no fit yet" in text and "need" in text
+    # ... and so does the warning box under the headline, in plain words.
+    box = page.locator("#run-withheld")
+    box.wait_for(state="visible")
+    assert box.inner_text().startswith("No A yet") and "need" in box.inner_text()
 
 
 # The page's boxes that end past the window's right edge (id or class, and where they end);

@@ -72,6 +72,14 @@ class FitOut(BaseModel):
         None, description="what the fit took from beyond the run's points, or null: the drift "
         "allowance its project's finished runs set (drift_rate, hindcasts) and the opt-in "
         "priors (rho, B)")
+    withheld: dict[str, Any] | None = Field(
+        None, description="why A is withheld, or null when it is claimed: reasons (each a code: "
+        "recent_break, misspecified, interval_at_bound, interval_too_wide, noise_persistent, "
+        "short_of_knee, insufficient_data or not_identified, and a sentence), "
+        "compute_to_identify (the compute at which A would roughly be identified, simulated "
+        "from the fit's posterior; null when not within max_factor x the compute so far, or "
+        "when more of the same data would not help) and compute_to_identify_factor (that over "
+        "the fit window's end)")
     message: str | None = None
     metric: str | None = None
     fit_id: int | None = None
@@ -94,6 +102,8 @@ class FitHistoryEntry(BaseModel):
     B: float | None
     C_mid: float | None
     predicted_at_target: float | None
+    withheld: dict[str, Any] | None = Field(
+        None, description="why this fit withheld A (as in the fit object), or null")
     backfilled: bool = Field(
         False, description="fitted after the fact on the points up to max_compute, because "
         "they arrived at once (an import, a spool synced after an outage): the history a live "
