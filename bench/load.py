@@ -139,7 +139,8 @@ def val_score(step: int, run_id: int) -> float:
     return 0.1 + (a - 0.1) / (1 + (3000.0 / max(c, 1e-9)) ** 1.5) + random.gauss(0, 0.01)
 
 
-def points_body(first_step: int, t: float, run_id: int = 0, with_val: bool = False) -> bytes:
+def points_body(first_step: int, t: float, run_id: int = 0, with_val: bool = False,
+                val_points: int = 1) -> bytes:
     pts = [
         {
             "step": s,
@@ -149,8 +150,9 @@ def points_body(first_step: int, t: float, run_id: int = 0, with_val: bool = Fal
         }
         for s in range(first_step, first_step + STEPS_PER_REQUEST)
     ]
-    if with_val:  # one evaluation per request that carries it, at its last step
-        pts[-1]["metrics"][VAL_METRIC] = val_score(pts[-1]["step"], run_id)
+    if with_val:  # evaluations at the request's last `val_points` steps
+        for p in pts[-val_points:]:
+            p["metrics"][VAL_METRIC] = val_score(p["step"], run_id)
     return gzip.compress(json.dumps({"points": pts}).encode(), compresslevel=5)
 
 
@@ -202,12 +204,14 @@ class Level:
 class Target:
     """One server under test and its trainers (created as levels need them)."""
 
-    def __init__(self, label: str, server: Server, val_every: int = 0) -> None:
+    def __init__(self, label: str, server: Server, val_every: int = 0,
+                 val_points: int = 1) -> None:
         """`val_every`: every how many requests a trainer sends the validation metric (0:
         never, ingest alone)."""
         self.label = label
         self.server = server
         self.val_every = val_every
+        self.val_points = val_points
         u = urlsplit(server.url)
         self.host, self.port = u.hostname or "127.0.0.1", u.port or 80
         self.trainers: list[Trainer] = []
@@ -280,7 +284,8 @@ class Target:
                 if loop.time() >= stop_at:
                     return
                 with_val = self.val_every > 0 and tr.sent_batches % self.val_every == 0
-                body = points_body(tr.next_step, time.time(), tr.run_id, with_val)
+                body = points_body(tr.next_step, time.time(), tr.run_id, with_val,
+                                   self.val_points)
                 tr.next_step += STEPS_PER_REQUEST
                 tr.sent_batches += 1
                 sent = loop.time()
@@ -412,6 +417,10 @@ def main() -> None:
     ap.add_argument("--sqlite", action="store_true", help="SQLite instead of PostgreSQL")
     ap.add_argument("--val-every", type=int, default=2,
                     help="a trainer sends its validation metric every this many requests")
+    ap.add_argument("--val-points", type=int, default=1, choices=range(1, STEPS_PER_REQUEST + 1),
+                    metavar=f"1..{STEPS_PER_REQUEST}",
+                    help="evaluations in a request that carries the validation metric (20 with "
+                    "--val-every 1: the metric on every step, the worst case for the refitter)")
     ap.add_argument("--no-refits", action="store_true",
                     help="no validation metric: ingest alone, nothing to refit")
     ap.add_argument("--compare-refit-thread", action="store_true",
@@ -449,16 +458,17 @@ def main() -> None:
             trees.append(tree)
             dbs.append(TempDatabase(kind))
             servers.append(Server(dbs[-1].url, root=tree, extra_args=extra))
-            targets.append(Target("baseline", servers[-1], val_every))
+            targets.append(Target("baseline", servers[-1], val_every, args.val_points))
         if args.compare_refit_thread:
             dbs.append(TempDatabase(kind))
             servers.append(Server(dbs[-1].url, extra_args=[*extra, "--refit-in-process"]))
-            targets.append(Target("thread", servers[-1], val_every))
+            targets.append(Target("thread", servers[-1], val_every, args.val_points))
         dbs.append(TempDatabase(kind))
         servers.append(Server(dbs[-1].url, extra_args=extra))
-        targets.append(Target("current", servers[-1], val_every))
+        targets.append(Target("current", servers[-1], val_every, args.val_points))
         refits = ("no validation metric (ingest alone)" if not val_every else
-                  f"+ the validation metric every {val_every} requests (refits on)")
+                  f"+ the validation metric every {val_every} requests, {args.val_points} "
+                  "evaluation(s) each (refits on)")
         print(f"{kind}, {args.workers} server process(es), {os.cpu_count()} cores, load average "
               f"{os.getloadavg()[0]:.1f} at start; each trainer: 1 gzip request/s of "
               f"{STEPS_PER_REQUEST} steps × {len(METRICS)} metrics {refits}"
