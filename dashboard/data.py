@@ -165,9 +165,12 @@ def new_points(store: Store, run_id: int, metric: str, after_step: int) -> dict[
 
 
 def parse_ids(raw: str | None) -> list[int]:
+    """The run ids of a link's `runs=1,2,3`: ASCII digits within the 32-bit id range (what
+    is not an id is left out; "²".isdigit() is true, so isdigit alone is not enough)."""
     out = []
     for part in (raw or "").replace(" ", "").split(","):
-        if part.isdigit():
+        if part.isascii() and part.isdigit() and len(part) <= 10 \
+                and 1 <= int(part) <= limits.MAX_ID:
             out.append(int(part))
     return list(dict.fromkeys(out))
 

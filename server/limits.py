@@ -56,3 +56,9 @@ MAX_FIT_POINTS = 100_000  # POST /api/v1/fit
 # larger requests are thinned to this many points (evenly spaced in compute order).
 MAX_PAPER_FIT_POINTS = 500
 MAX_COMPARE_RUNS = 20
+
+# Dashboard callbacks (`dashboard/callback_guard.py` checks every `_dash-update-component`
+# request against these before Dash runs it).
+MAX_ID = 2**31 - 1  # every id column is 32-bit (as the API's ID_MAX)
+MAX_DASHBOARD_ROWS = 5_000  # rows of a dashboard table sent back with a callback (CSV export)
+MAX_BUDGET = 1e30  # a compute budget typed on the Compare page (FLOPs of the largest runs ~1e26)

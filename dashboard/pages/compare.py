@@ -28,6 +28,7 @@ from scalewatch.dashboard.components import (
 from scalewatch.dashboard.figures import ceiling_figure, compare_figure, fmt
 from scalewatch.dashboard.figures.common import typed_arrays
 from scalewatch.dashboard.figures.compare import compare_figure_dict
+from scalewatch.server import limits
 from scalewatch.server.store.base import NotFound
 
 PATH = "/compare"
@@ -36,11 +37,13 @@ TICK_MS = 3000
 
 
 def _float(raw: str | None) -> float | None:
+    """A typed budget as a number; None (the default budget) when it is not a positive finite
+    number up to MAX_BUDGET ("1e308" would overflow every forecast at it)."""
     try:
         v = float(raw) if raw not in (None, "") else None
     except ValueError:
         return None
-    return v if v is not None and v > 0 else None
+    return v if v is not None and 0 < v <= limits.MAX_BUDGET else None
 
 
 def layout(
@@ -58,6 +61,11 @@ def layout(
         return empty_state(
             "Pick runs on the Runs page (tick their rows), or recipes in its \"by group\" "
             "view, then press Compare."
+        )
+    if len(ids) + len(groups) > limits.MAX_COMPARE_RUNS:
+        return empty_state(
+            f"Compare at most {limits.MAX_COMPARE_RUNS} runs and groups at once "
+            f"(this link names {len(ids) + len(groups)})."
         )
     return html.Div(
         [

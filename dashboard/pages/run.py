@@ -31,6 +31,7 @@ from scalewatch.dashboard.figures import (
     residuals_figure,
     run_figure,
 )
+from scalewatch.server import limits
 from scalewatch.server.fitting import FitResult, predict
 from scalewatch.server.store.base import NotFound
 
@@ -41,8 +42,10 @@ REBUILD_AFTER = 2500  # points on screen before a live page re-downsamples from 
 
 
 def layout(run_id: str | None = None, metric: str | None = None, **_: Any) -> html.Div:
-    rid = int(run_id) if run_id and str(run_id).isdigit() else None
-    if rid is None:
+    # ASCII digits only ("²".isdigit() is true, int("²") fails), within the 32-bit id range
+    text = str(run_id) if run_id else ""
+    rid = int(text) if text.isascii() and text.isdigit() and len(text) <= 10 else None
+    if rid is None or not 1 <= rid <= limits.MAX_ID:
         return empty_state(f"No run {run_id!r}.")
 
     return html.Div(
@@ -266,7 +269,10 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
         prevent_initial_call=True,
     )
     def download(_n: int, run_id: int, cache: dict | None) -> dict:
-        d = data.run_detail(ctx.store, run_id, (cache or {}).get("metric"))
+        try:
+            d = data.run_detail(ctx.store, run_id, (cache or {}).get("metric"))
+        except NotFound:
+            raise PreventUpdate from None  # the page already says the run is gone
         pts = d["points"]
         res = FitResult.from_dict(d["fit"])
         fitted = predict(res, pts["compute"]) if res.params else [None] * len(pts["compute"])
