@@ -78,6 +78,10 @@ SPECS: dict[str, Spec] = {
     "run-metric.value": Maybe(NAME),
     "run-tick.n_intervals": COUNT,
     "run-csv-btn.n_clicks": COUNT,
+    "run-rename-name.value": Maybe(Text(4 * limits.MAX_NAME_LENGTH)),  # the store says why
+    "run-rename-btn.n_clicks": COUNT,
+    "run-delete-btn.n_clicks": COUNT,
+    "run-delete-confirm.submit_n_clicks": COUNT,
     "run-cache.data": Maybe(Record(
         {"metric": NAME, "token": ListOf(Json(max_items=8, max_depth=1), 8),
          "last_step": Int(-1, limits.MAX_STEP), "shown": Int(0, 2**31 - 1),

@@ -14,7 +14,7 @@ from dash import Dash, Input, Output, Patch, State, dcc, html, no_update
 from dash import ctx as dash_ctx
 from dash.exceptions import PreventUpdate
 
-from scalewatch.dashboard import data
+from scalewatch.dashboard import data, run_actions
 from scalewatch.dashboard.components import (
     GRAPH_CONFIG,
     DashContext,
@@ -72,6 +72,7 @@ def layout(run_id: str | None = None, metric: str | None = None, **_: Any) -> ht
                     dcc.Download(id="run-csv"),
                 ],
             ),  # fmt: skip
+            run_actions.panel(),
             html.Div(
                 dcc.Graph(id="run-graph", config=GRAPH_CONFIG, style={"height": 480}),
                 className="card",
@@ -190,6 +191,8 @@ def _figures(d: dict[str, Any]) -> tuple:
 
 
 def register_callbacks(app: Dash, ctx: DashContext) -> None:
+    run_actions.register_callbacks(app, ctx)
+
     @app.callback(
         Output("run-graph", "figure"),
         Output("run-history", "figure"),

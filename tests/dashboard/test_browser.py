@@ -425,3 +425,37 @@ def test_auth_login_and_write_scope_for_ack(tmp_path, browser) -> None:  # noqa:
         context.close()
     finally:
         server.stop()
+
+
+def test_rename_and_delete_a_run_from_its_page(seeded, page) -> None:  # noqa: ANN001
+    """Issue 36 item 5: rename on the Run page (the page reloads with the new name), then
+    delete after the browser's confirmation, back on the Runs page."""
+    server, _ = seeded
+    with server.client() as client:  # its own project: the other tests' runs are unchanged
+        rid = create_run(client, "rename-ui", "before-rename")
+        create_run(client, "rename-ui", "taken")
+    page.goto(f"{server.url}/dashboard/run/{rid}")
+    page.locator("#run-title", has_text="before-rename").wait_for()
+    page.locator("#run-actions summary").click()
+    page.fill("#run-rename-name", "taken")
+    page.locator("#run-rename-btn").click()
+    page.locator("#run-rename-bad", has_text="already has a run named 'taken'").wait_for()
+    page.fill("#run-rename-name", "after-rename")
+    page.locator("#run-rename-btn").click()
+    page.locator("#run-title", has_text="after-rename").wait_for()
+    assert httpx.get(f"{server.url}/api/v1/runs/{rid}").json()["name"] == "after-rename"
+    page.locator("#run-actions summary").click()
+    dismissed: list[str] = []
+    page.once("dialog", lambda d: (dismissed.append(d.message), d.dismiss()))
+    page.locator("#run-delete-btn").click()
+    deadline = time.monotonic() + 30
+    while not dismissed:
+        assert time.monotonic() < deadline, "no confirmation asked"
+        page.wait_for_timeout(100)
+    assert "Delete run 'after-rename'" in dismissed[0]
+    assert httpx.get(f"{server.url}/api/v1/runs/{rid}").status_code == 200  # dismissed: kept
+    page.once("dialog", lambda d: d.accept())
+    page.locator("#run-delete-btn").click()
+    page.wait_for_url(re.compile(r"/dashboard/$"))
+    assert httpx.get(f"{server.url}/api/v1/runs/{rid}").status_code == 404
+    assert page.js_errors == []
