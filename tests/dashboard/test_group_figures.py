@@ -158,7 +158,7 @@ def test_by_group_row_and_member_rows(recipe: tuple) -> None:
         {**m, "fit": own, "run": {"status": "running", "last_compute": 10000.0}, "total": 100,
          "reason": own["reason"]}
         for m, own in zip(members, fit["members"], strict=True)
-    ]}  # fmt: skip
+    ], "fit": fit}  # fmt: skip
     rows = group_data.member_rows(detail)
     pools = [r["pool"] for r in rows]
     assert pools.count("broke") == 1 and "off the curve" in pools and "pooled" in pools
@@ -216,3 +216,23 @@ def test_ceiling_figure_recipe_with_interval_and_its_seeds(recipe: tuple) -> Non
     unident = {**rows[1], "A": None, "A_ci": None, "A_lower_bound": 0.58}
     tr = next(t for t in F.ceiling_figure([unident]).data if t.meta == "recipe")
     assert tr.marker.symbol == "triangle-up" and tr.y[0] == 0.58 and "A ≥" in tr.name
+
+
+def test_each_seed_shows_its_own_offset_not_the_shrunk_one() -> None:
+    """Seeds that agree: the pooled model puts the seed spread at zero and stores an offset of
+    exactly 0 for every seed, which the table showed as +0.000 for all. The table shows each
+    seed's own A minus the recipe's, with its own interval moved alike."""
+    recipe = {"status": "ok", "A": 0.700, "ci": {"A": [0.690, 0.710]}}
+    owns = [(0.690, [0.675, 0.705]), (0.712, [0.700, 0.724]), (0.701, [0.690, 0.713])]
+    detail = {"fit": recipe, "members": [
+        {"id": i, "name": f"s{i}", "run": {"status": "running"}, "total": 10, "reason": "",
+         "break": None, "off_curve": False, "included": True,
+         "fit": {"status": "ok", "A": a, "ci": {"A": ci}, "offset": 0.0,
+                 "offset_ci": [0.0, 0.0]}}
+        for i, (a, ci) in enumerate(owns)
+    ]}  # fmt: skip
+    offsets = [r["offset"] for r in group_data.member_rows(detail)]
+    assert offsets == ["-0.010 [-0.025, +0.005]", "+0.012 [+0.000, +0.024]",
+                       "+0.001 [-0.010, +0.013]"]
+    pending = {**detail, "fit": {"status": "pending"}}
+    assert {r["offset"] for r in group_data.member_rows(pending)} == {"–"}
