@@ -276,16 +276,41 @@ def params_rows(detail: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def _interval_text(name: str, iv: list[float]) -> str:
+    return f"{name} A [{iv[0]:.3f}, {iv[1]:.3f}]"
+
+
+def indistinct(
+    a: str, b: str, pooled: dict[str, list[float]], margin: float
+) -> str | None:
+    """The verdict for a pair with a recipe in it when their A intervals overlap by more than
+    the paper's margin: the point estimates may differ, but no winner can be called yet.
+    ``pooled`` maps a recipe's (or run's) name to its 95% interval of A; None when the pair is
+    distinguishable or has no recipe in it."""
+    ia, ib = pooled.get(a), pooled.get(b)
+    if not ia or not ib:
+        return None
+    overlap = min(ia[1], ib[1]) - max(ia[0], ib[0])
+    if overlap <= margin:
+        return None
+    return (f"not distinguishable yet: {_interval_text(a, ia)} and {_interval_text(b, ib)} "
+            f"overlap by {overlap:.3f} (more than the paper's {margin} margin)")
+
+
 def verdict_lines(
-    comparison: dict[str, Any] | None, unit: str, units: list[str] | None = None
+    comparison: dict[str, Any] | None, unit: str, units: list[str] | None = None,
+    intervals: dict[str, list[float]] | None = None, recipes: set[str] | None = None,
 ) -> list[dict[str, str]]:
     """Plain-language verdict per pair: the paper's rule, crossover, winner at the budget.
 
     ``units``: every unit the runs count compute in; with more than one, a crossover or a
-    budget would mix incomparable numbers, and the lines say so instead of giving them."""
+    budget would mix incomparable numbers, and the lines say so instead of giving them.
+    ``intervals`` (name -> 95% interval of A) and ``recipes`` (the names that are groups): a
+    pair with a recipe whose intervals overlap by more than the margin names no winner."""
     if not comparison:
         return []
     mixed = ", ".join(units) if units and len(units) > 1 else ""
+    margin = float(comparison.get("margin", 0.02))
     out = []
     if comparison.get("message"):  # the engine could not compare these runs: say why
         out.append({"pair": "these runs", "rule": str(comparison["message"]),
@@ -293,6 +318,12 @@ def verdict_lines(
     for pair in comparison.get("pairs") or []:
         a, b = pair["runs"]
         d = pair["decision"]
+        held = indistinct(a, b, intervals or {}, margin) if {a, b} & (recipes or set()) \
+            else None
+        if held:
+            out.append({"pair": f"{a} vs {b}", "rule": held, "crossover": "",
+                        "winner": "no winner yet: more compute or more seeds will tell"})
+            continue
         if d["rule"] == "different_asymptote":
             rule = f"{d['higher_asymptote']} has the higher ceiling ({d['reason']})"
         elif d["rule"] == "same_asymptote":

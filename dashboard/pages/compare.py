@@ -142,7 +142,12 @@ def layout(
 
 
 def _verdict(detail: dict[str, Any]) -> Any:
-    lines = data.verdict_lines(detail.get("comparison"), detail["unit"], detail.get("units"))
+    intervals = {it["label"]: ci for it in detail["items"]
+                 if (ci := ((it.get("fit") or {}).get("ci") or {}).get("A"))
+                 and None not in ci}  # fmt: skip
+    recipes = {it["label"] for it in detail["items"] if it.get("kind") == "group"}
+    lines = data.verdict_lines(detail.get("comparison"), detail["unit"], detail.get("units"),
+                               intervals, recipes)
     if len(detail["items"]) < 2:
         return html.P("Select at least two runs or groups for a verdict.")
     items = [

@@ -236,3 +236,35 @@ def test_each_seed_shows_its_own_offset_not_the_shrunk_one() -> None:
                        "+0.001 [-0.010, +0.013]"]
     pending = {**detail, "fit": {"status": "pending"}}
     assert {r["offset"] for r in group_data.member_rows(pending)} == {"–"}
+
+
+def _comparison(a_hi: float) -> dict:
+    return {"margin": 0.02, "budget": 1e4, "pairs": [{
+        "runs": ["recipe-a", "recipe-b"],
+        "decision": {"rule": "different_asymptote", "higher_asymptote": "recipe-b",
+                     "reason": "|dA| = 0.025 > 0.02: the higher asymptote wins"},
+        "crossover": None,
+        "winner_at_budget": {"run": "recipe-b", "probability": 0.8},
+    }]}  # fmt: skip
+
+
+def test_group_verdict_names_no_winner_while_pooled_intervals_overlap() -> None:
+    """Point estimates 0.025 apart (over the 0.02 rule) but intervals overlapping by 0.03:
+    the verdict says "not distinguishable yet" with both intervals, and names no winner."""
+    from scalewatch.dashboard import data
+
+    intervals = {"recipe-a": [0.680, 0.720], "recipe-b": [0.690, 0.750]}
+    (line,) = data.verdict_lines(_comparison(0.72), "GPU-h", None, intervals,
+                                 {"recipe-a", "recipe-b"})  # fmt: skip
+    assert line["rule"].startswith("not distinguishable yet")
+    assert "recipe-a A [0.680, 0.720]" in line["rule"] and "[0.690, 0.750]" in line["rule"]
+    assert "recipe-b" not in line["winner"] and "no winner" in line["winner"]
+    # Intervals that overlap by at most the margin: the paper's verdict and the winner stand.
+    apart = {"recipe-a": [0.680, 0.705], "recipe-b": [0.690, 0.750]}
+    (line,) = data.verdict_lines(_comparison(0.72), "GPU-h", None, apart,
+                                 {"recipe-a", "recipe-b"})  # fmt: skip
+    assert "higher ceiling" in line["rule"] and "winner at" in line["winner"]
+    assert "recipe-b" in line["winner"]
+    # Two plain runs keep the paper's rule on point estimates, as before.
+    (line,) = data.verdict_lines(_comparison(0.72), "GPU-h", None, intervals, set())
+    assert "higher ceiling" in line["rule"]
