@@ -152,7 +152,9 @@ def run_detail(store: Store, run_id: int, metric: str | None = None) -> dict[str
         "alerts": alerts,
         "warmup": fs.get("warmup"),
         "fit_until": fs.get("fit_until"),
-        "target": fit.get("target_compute") or run.get("target_compute"),
+        # The run's own target only: without one a fit predicts at the last compute, which
+        # the page must not present as a target.
+        "target": run.get("target_compute"),
         "unit": unit_label(run.get("compute_unit")),
         "color": run_color(run_id),
         "token": change_token(run),

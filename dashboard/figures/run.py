@@ -88,11 +88,12 @@ def forecast_headline(
     {"label": "forecast at 16,000 GPU-hours", "value": "0.601 [0.58, 0.62]", "note": "..."}.
     Without a forecast the value is "–" and the note says why (the fit's own message).
     """
-    label = f"forecast at {fmt(target)} {unit}" if target else "forecast at target"
     value = forecast_text(fit)
-    if not target:
-        return {"label": label, "value": "–",
-                "note": "set the run's target compute to get a forecast"}
+    if not target:  # the fit's own default (the last compute) is no target of the run's
+        return {"label": "forecast", "value": "–",
+                "note": "this run has no target compute: set one (target_compute in "
+                        "scalewatch.init or PATCH /api/v1/runs/{id}) to get a forecast"}
+    label = f"forecast at {fmt(target)} {unit}"
     if not fit or value == "–":
         msg = (fit or {}).get("message") or "no fit yet"
         return {"label": label, "value": "–", "note": str(msg)}
