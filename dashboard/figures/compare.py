@@ -72,7 +72,7 @@ def compare_figure_dict(
             "type": "scattergl", "x": c, "y": y.astype("f4"), "mode": "markers",
             "marker": {"color": color, "size": 4, "opacity": 0.45},
             "name": label, "meta": "points", "legendgroup": group,
-            "hovertemplate": f"{label}<br>%{{x:,.4g}} {unit}<br>%{{y:.4f}}<extra></extra>",
+            "hovertemplate": f"{label}<br>%{{x:.3~s}} {unit}<br>%{{y:.4f}}<extra></extra>",
         })  # fmt: skip
         if it.get("fit"):
             # A run that broke: its curve up to the break, then the bound on its new ceiling,
@@ -113,7 +113,7 @@ def _seed_points(it: dict[str, Any], label: str, unit: str, group: str) -> list[
             "marker": {"color": col, "size": 3, "opacity": 0.45},
             "name": f"{label} (seeds)", "meta": "seed", "legendgroup": group,
             "showlegend": k == 0,
-            "hovertemplate": f"{label}: {seed}<br>%{{x:,.4g}} {unit}<br>%{{y:.4f}}"
+            "hovertemplate": f"{label}: {seed}<br>%{{x:.3~s}} {unit}<br>%{{y:.4f}}"
                              "<extra></extra>",
         })  # fmt: skip
     return out

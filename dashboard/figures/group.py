@@ -122,7 +122,7 @@ def _seed_trace(m: dict[str, Any], color: str, unit: str, metric: str) -> go.Sca
         meta="seed",
         customdata=[m.get("id")] * int(c.size),
         legendgroup=f"seed{m.get('id')}",
-        hovertemplate=f"{label}<br>%{{x:,.4g}} {unit}<br>{metric} %{{y:.4f}}<extra></extra>",
+        hovertemplate=f"{label}<br>%{{x:.3~s}} {unit}<br>{metric} %{{y:.4f}}<extra></extra>",
     )
 
 

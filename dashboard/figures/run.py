@@ -135,7 +135,7 @@ def run_figure(
         return empty_figure("no points yet", title)
     held = c > fit_until if fit_until else np.zeros(c.size, dtype=bool)
     fig = go.Figure()
-    hover = f"%{{x:,.4g}} {unit}<br>{metric} %{{y:.4f}}<extra></extra>"
+    hover = f"%{{x:.3~s}} {unit}<br>{metric} %{{y:.4f}}<extra></extra>"
     # Plain lists (not typed arrays) so the browser-side figure can be extended with Patch().
     fig.add_trace(
         go.Scatter(

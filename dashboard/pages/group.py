@@ -40,7 +40,7 @@ MEMBER_COLUMNS = [
     column("own A − recipe A [95%]", "offset"),
     column("in the recipe's fit", "pool"),
     column("why", "reason"),
-    column("last compute", "last_compute", "numeric"),
+    column("last compute", "last_compute", "compute"),
     column("points", "points", "numeric"),
 ]
 

@@ -52,7 +52,7 @@ def _columns(
         cols.append(column("open alerts", "alerts", "numeric"))
     cols += [
         column(f"current {metric}", "current", "numeric"),
-        column(f"last compute{u}", "last_compute", "numeric"),
+        column(f"last compute{u}", "last_compute", "compute"),
         column(f"target{u}", "target", "numeric"),
     ]
     if unit is None:

@@ -96,7 +96,7 @@ def test_compare_figure_overlays_runs_to_the_budget() -> None:
     ext = [t for t in fig.data if t.meta == "extrapolation"]
     assert all(max(t.x) >= 200000.0 * 0.999 for t in ext)
     texts = " ".join(a.text for a in fig.layout.annotations)
-    assert "budget 200,000" in texts and "downsampled" in texts
+    assert "budget 200k" in texts and "downsampled" in texts
     # each run keeps its colour in every trace
     for it in items:
         colors = {t.line.color for t in fig.data if t.legendgroup == f"run{it['id']}" and t.line}
@@ -331,3 +331,15 @@ def test_fit_caption_gives_a_b_prior_its_own_line() -> None:
     one, two = (F.run_figure(pts, f, color="#000", unit="GPU-hours", metric="m")
                 for f in ({**fit, "prior": {"B": b}}, both))
     assert two.layout.margin.t > one.layout.margin.t and two.layout.legend.y > one.layout.legend.y
+
+
+def test_large_compute_reads_in_engineering_form() -> None:
+    """Issue 36 item 3: FLOP counts and large GPU-hour figures are not 13-digit numbers."""
+    from scalewatch.dashboard.components import column
+    from scalewatch.dashboard.figures import fmt
+
+    assert [fmt(v) for v in (1.04e9, 16_000, 250_000, 12_345, 999_999, 3.2e21, -16_000)] == [
+        "1.04e9", "16k", "250k", "12.3k", "1e6", "3.2e21", "-16k"]
+    assert [fmt(v) for v in (9_999, 2_500, 0.5, 512)] == ["9,999", "2,500", "0.5", "512"]
+    col = column("last compute", "last_compute", "compute")
+    assert col["type"] == "numeric" and col["format"] == {"specifier": ".3~s"}

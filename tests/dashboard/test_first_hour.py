@@ -44,7 +44,7 @@ def test_a_run_without_a_curve_shows_the_fits_message() -> None:
 
 def test_run_headline_is_the_forecast_at_target() -> None:
     head = F.forecast_headline(OK_FIT, 16000.0, "GPU-hours")
-    assert head["label"] == "forecast at 16,000 GPU-hours"
+    assert head["label"] == "forecast at 16k GPU-hours"
     assert head["value"] == F.forecast_text(OK_FIT) == "0.601 [0.590, 0.610]"
     unid = {**OK_FIT, "status": "unidentified", "A": None}
     assert F.forecast_headline(unid, 16000.0, "GPU-hours")["value"] == "[0.590, 0.610]"

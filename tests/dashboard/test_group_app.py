@@ -126,7 +126,7 @@ def test_compare_groups_verdict_params_and_ceiling(client: TestClient) -> None:
     assert params[f"group:{RECIPE}"]["points"] == "3 seeds, 240 points"
     assert params["group:recipe-b"]["run"].startswith("[recipe\\-b](/dashboard/group?")
     verdict = str(out["cmp-verdict"]["children"])
-    assert "recipe-b has the higher ceiling" in verdict and "winner at 20,000" in verdict
+    assert "recipe-b has the higher ceiling" in verdict and "winner at 20k" in verdict
     # The same verdict as the REST API's (one service).
     api = client.get("/api/v1/compare", params={"project": "p", "group": [RECIPE, "recipe-b"],
                                                 "budget": 20000}).json()

@@ -92,7 +92,7 @@ def test_headline_says_pooled_over_k_seeds_and_spread(recipe: tuple) -> None:
     head = F.group_headline(fit, TARGET, "GPU-hours")
     assert head["label"] == "recipe ceiling A, pooled over 3 seeds"
     assert head["value"] == F.a_text(fit) and "[" in head["value"]
-    assert "one seed at 20,000 GPU-hours" in head["note"]
+    assert "one seed at 20k GPU-hours" in head["note"]
     assert "seed spread of A: sd " in head["note"]
 
 
