@@ -101,6 +101,7 @@ SPECS: dict[str, Spec] = {
     "cmp-groups.value": Maybe(ListOf(GROUP, limits.MAX_COMPARE_RUNS)),
     "cmp-project.data": Maybe(NAME),
     "cmp-metric.data": Maybe(NAME),
+    "cmp-metric-pick.value": Maybe(NAME),
     "cmp-budget.value": Maybe(Either((Num(0, limits.MAX_BUDGET), Text(64)))),
     "cmp-tick.n_intervals": COUNT,
     "cmp-token.data": TOKEN,

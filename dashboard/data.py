@@ -187,7 +187,9 @@ def compare_detail(
         inputs = load_compare_inputs(
             store, run_ids, metric or None, max_points=MAX_SCREEN_POINTS, shared_range=True
         )
-    except (NotFound, MixedMetrics) as exc:
+    except MixedMetrics as exc:  # the page offers the metrics to choose from
+        return {"error": str(exc), "items": [], **metric_choices(store, run_ids)}
+    except NotFound as exc:
         return {"error": str(exc), "items": []}
     if budget is None:
         targets = [float(t) for i in inputs if (t := i.run.get("target_compute"))]
@@ -219,6 +221,18 @@ def compare_detail(
         **unit_fields(units),
         "sampled": any(i["sampled"] for i in items),
     }
+
+
+def metric_choices(store: Store, run_ids: list[int]) -> dict[str, Any]:
+    """For runs fitted on different metrics: the metrics every one of them logs (the Compare
+    page's picker; each run's fit metric first) and the runs themselves (its pills)."""
+    runs = store.get_runs(run_ids)
+    logged = [set((r.get("latest") or {}).keys()) for r in runs]
+    common = set.intersection(*logged) if logged else set()
+    fitted = [m for r in runs if (m := r.get("fit_metric")) in common]
+    choices = list(dict.fromkeys(fitted)) + sorted(common - set(fitted))
+    pills = [{"id": r["id"], "label": r["name"], "color": run_color(r["id"])} for r in runs]
+    return {"metric_choices": choices, "runs": pills}
 
 
 def unit_fields(units: set[str]) -> dict[str, Any]:

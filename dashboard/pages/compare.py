@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dash import Dash, Input, Output, State, dcc, html
+from dash import Dash, Input, Output, State, dcc, html, no_update
 from dash import ctx as dash_ctx
 from dash.exceptions import PreventUpdate
 
@@ -85,6 +85,14 @@ def layout(
                         multi=True,
                         placeholder="add groups (recipes)",
                         style={"minWidth": 240},
+                    ),
+                    dcc.Dropdown(
+                        id="cmp-metric-pick",
+                        value=metric or None,
+                        options=[metric] if metric else [],
+                        placeholder="metric",
+                        clearable=False,
+                        style={"minWidth": 200},
                     ),
                     html.Span(style={"flex": 1}),
                     html.Label("budget", htmlFor="cmp-budget"),
@@ -189,17 +197,18 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
         Output("cmp-unit", "children"),
         Output("cmp-budget", "value"),
         Output("cmp-token", "data"),
+        Output("cmp-metric-pick", "options"),
         Input("cmp-budget", "value"),
         Input("cmp-tick", "n_intervals"),
         Input("cmp-groups", "value"),
+        Input("cmp-metric", "data"),
         State("cmp-ids", "data"),
         State("cmp-project", "data"),
-        State("cmp-metric", "data"),
         State("cmp-token", "data"),
     )
     def render(
-        budget: float | None, _tick: int | None, groups: list[str] | None, ids: list[int],
-        project: str | None, metric: str | None, token: dict | None,
+        budget: float | None, _tick: int | None, groups: list[str] | None,
+        metric: str | None, ids: list[int], project: str | None, token: dict | None,
     ) -> tuple:  # fmt: skip
         store = ctx.store
         groups = list(groups or [])
@@ -218,7 +227,8 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
                 raise PreventUpdate
         if not ids and not groups:
             msg = empty_state("Nothing to compare: add groups above, or pick runs.")
-            return (compare_figure([], unit="", metric=""), msg, [], "", None, "", budget, [])
+            return (compare_figure([], unit="", metric=""), msg, [], "", None, "", budget, [],
+                    no_update)
         detail = group_compare.compare_detail(
             store, ids, project, groups, metric, _float(str(budget)) if budget else None
         )
@@ -226,8 +236,14 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
         if budget_shown is not None and float(budget_shown).is_integer():
             budget_shown = int(budget_shown)
         if detail.get("error"):
-            msg = empty_state(detail["error"])
-            return (compare_figure([], unit="", metric=""), msg, [], "", None, "", budget, token)
+            # Runs on different fit metrics keep their pills, and the picker offers the
+            # metrics they all log.
+            choices = detail.get("metric_choices")
+            msg = empty_state(detail["error"] + (
+                ": pick the metric to compare them on above." if choices else ""))
+            chips = [_chip(app, it) for it in detail.get("runs") or []] or None
+            return (compare_figure([], unit="", metric=""), msg, [], "", chips, "", budget,
+                    token, choices if choices is not None else no_update)
         unit = detail["unit"]
         # Plain dicts, not plotly objects (`compare_figure_dict`): a tenth of the time.
         fig = typed_arrays(compare_figure_dict(
@@ -252,8 +268,20 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
             tokens = []
         params = group_compare.group_param_rows(detail, data.params_rows(detail))
         chips = [_chip(app, it) for it in detail["items"]]
+        choices = [] if groups else data.metric_choices(store, ids)["metric_choices"]
         return (fig, _verdict(detail), params, note, chips, unit, budget_shown,
-                _rendered(tokens, budget, groups))
+                _rendered(tokens, budget, groups), choices or [detail["metric"]])
+
+    @app.callback(
+        Output("cmp-metric", "data"),
+        Input("cmp-metric-pick", "value"),
+        State("cmp-metric", "data"),
+        prevent_initial_call=True,
+    )
+    def pick_metric(picked: str | None, current: str | None) -> str:
+        if not picked or picked == current:
+            raise PreventUpdate
+        return picked
 
     @app.callback(
         Output("cmp-groups", "options"),
@@ -350,7 +378,7 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
 
     # Keep the URL in step with the budget and the groups without reloading the page.
     app.clientside_callback(
-        """function(budget, groups, ids, metric, project) {
+        """function(budget, groups, metric, ids, project) {
             if (!ids) { return; }
             const u = new URL(window.location.href);
             if (ids.length) { u.searchParams.set('runs', ids.join(',')); }
@@ -365,7 +393,7 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
         }""",
         Input("cmp-budget", "value"),
         Input("cmp-groups", "value"),
+        Input("cmp-metric", "data"),
         State("cmp-ids", "data"),
-        State("cmp-metric", "data"),
         State("cmp-project", "data"),
     )
