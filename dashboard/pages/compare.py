@@ -122,20 +122,6 @@ def layout(
                         [
                             html.H3("Verdict"),
                             html.Div(id="cmp-verdict", className="verdict card"),
-                            html.H3("Fitted parameters (95% intervals)"),
-                            table(
-                                "cmp-params",
-                                [
-                                    column("run", "run", presentation="markdown"),
-                                    column("status", "status"),
-                                    column("A", "A"),
-                                    column("B", "B"),
-                                    column("C_mid", "C_mid"),
-                                    column("at budget", "at_budget"),
-                                    column("points", "points"),
-                                ],
-                                data=[],
-                            ),
                         ]
                     ),
                     html.Div(
@@ -143,6 +129,21 @@ def layout(
                         className="card",
                     ),
                 ],
+            ),
+            # Full width: seven columns of values with intervals do not fit half of 1400 px.
+            html.H3("Fitted parameters (95% intervals)"),
+            table(
+                "cmp-params",
+                [
+                    column("run", "run", presentation="markdown"),
+                    column("status", "status"),
+                    column("A", "A"),
+                    column("B", "B"),
+                    column("C_mid", "C_mid"),
+                    column("at budget", "at_budget"),
+                    column("points", "points"),
+                ],
+                data=[],
             ),
             dcc.Interval(id="cmp-tick", interval=TICK_MS),
         ]

@@ -90,13 +90,12 @@ def layout(run_id: str | None = None, metric: str | None = None, **_: Any) -> ht
                     ),
                 ],
             ),
-            html.Div(
-                className="grid2",
-                children=[
-                    html.Div([html.H3("Config"), html.Pre(id="run-config", className="config")]),
-                    html.Div([html.H3("Alerts"), html.Div(id="run-alerts")]),
-                ],
-            ),
+            # Full width, the alerts first: their messages are long sentences, which half of a
+            # 1400 px page cut off; the config is short.
+            html.H3("Alerts"),
+            html.Div(id="run-alerts"),
+            html.H3("Config"),
+            html.Pre(id="run-config", className="config"),
             dcc.Interval(id="run-tick", interval=TICK_MS),
         ]
     )
@@ -167,7 +166,10 @@ def _alerts(d: dict[str, Any]) -> Any:
         for a in d["alerts"]
     ]
     cols = [column(n, n) for n in ("state", "kind", "message", "created_at")]
-    return table("run-alerts-table", cols, data=rows, page_size=10)
+    # The message wraps instead of ending in an ellipsis.
+    return table("run-alerts-table", cols, data=rows, page_size=10,
+                 style_data_conditional=[{"if": {"column_id": "message"},
+                                          "whiteSpace": "normal", "maxWidth": 760}])
 
 
 def _figures(d: dict[str, Any]) -> tuple:

@@ -459,3 +459,35 @@ def test_rename_and_delete_a_run_from_its_page(seeded, page) -> None:  # noqa: A
     page.wait_for_url(re.compile(r"/dashboard/$"))
     assert httpx.get(f"{server.url}/api/v1/runs/{rid}").status_code == 404
     assert page.js_errors == []
+
+
+FITS_1400 = """(sel) => {
+    const t = document.querySelector(sel);
+    if (!t) { return null; }
+    const box = t.closest('.dash-spreadsheet-container') || t;
+    const cut = [...t.querySelectorAll('td, th')].filter(c => c.scrollWidth > c.clientWidth + 1)
+        .map(c => c.innerText);
+    return {wide: box.scrollWidth > box.clientWidth + 1,
+            right: t.getBoundingClientRect().right, page: document.body.clientWidth, cut};
+}"""
+
+
+def test_parameter_and_alert_tables_fit_1400_px(seeded, browser) -> None:  # noqa: ANN001
+    """Issue 36 item 7: at 1400 px the Compare parameter table and the Run page's alerts
+    table show every column without a scroll bar, and no cell is cut short."""
+    server, ids = seeded
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(90_000)
+    try:
+        page.goto(f"{server.url}/dashboard/compare?runs={ids['fast-lowceiling']},"
+                  f"{ids['slow-highceiling']}")
+        page.locator("#cmp-params td[data-dash-column='C_mid']").first.wait_for()
+        got = page.evaluate(FITS_1400, "#cmp-params table")
+        assert got and not got["wide"] and got["right"] <= got["page"], got
+        page.goto(f"{server.url}/dashboard/run/{ids['fast-lowceiling']}")
+        page.locator("#run-alerts-table td[data-dash-column='message']").first.wait_for()
+        got = page.evaluate(FITS_1400, "#run-alerts-table table")
+        assert got and not got["wide"] and got["cut"] == [] and got["right"] <= got["page"], got
+    finally:
+        context.close()

@@ -343,3 +343,40 @@ def test_large_compute_reads_in_engineering_form() -> None:
     assert [fmt(v) for v in (9_999, 2_500, 0.5, 512)] == ["9,999", "2,500", "0.5", "512"]
     col = column("last compute", "last_compute", "compute")
     assert col["type"] == "numeric" and col["format"] == {"specifier": ".3~s"}
+
+
+def test_ceiling_chart_labels_clear_intervals_markers_and_each_other() -> None:
+    """Issue 36 item 7: a highlighted run's label printed over its own interval bar (above or
+    below its marker) and over a neighbour's label; now each is placed clear of every marker,
+    interval and label placed before it."""
+    from scalewatch.dashboard.figures.compare import (
+        _label_box,
+        _overlaps,
+        _pixels,
+        _point,
+        _ranges,
+        ceiling_figure,
+    )
+
+    rows = [
+        {"id": 1, "label": "run-with-a-wide-interval", "highlight": True, "A": 0.60,
+         "A_ci": [0.50, 0.70], "B": 1.9, "color": "#e15759"},
+        {"id": 2, "label": "its-close-neighbour", "highlight": True, "A": 0.62,
+         "A_ci": [0.61, 0.63], "B": 1.95, "color": "#4e79a7"},
+        {"id": 3, "label": "other", "A": 0.58, "B": 2.4},
+        {"id": 4, "label": "far", "A": 0.75, "B": 1.2},
+    ]  # fmt: skip
+    fig = ceiling_figure(rows)
+    runs = [t for t in fig.data if t.meta == "run"]
+    assert len(runs) == 2
+    xr, yr = _ranges([r for r in rows if r.get("B")])
+    boxes = []
+    for trace, row in zip(runs, rows[:2], strict=True):
+        x, y, text = _point(row)
+        px, py = _pixels(x, y, xr, yr)
+        box = _label_box(px, py, text, trace.textposition)
+        (_, top), (_, bottom) = _pixels(x, row["A_ci"][1], xr, yr), _pixels(x, row["A_ci"][0],
+                                                                           xr, yr)
+        assert not _overlaps(box, (px - 5, top, px + 5, bottom)), trace.textposition
+        boxes.append(box)
+    assert not _overlaps(*boxes)
