@@ -13,6 +13,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+MAX_SAFE_INT = 2**53  # the largest integer a browser's JSON reads exactly
+
 
 class Refused(ValueError):
     """A callback input that does not have its declared shape; the message says where."""
@@ -175,3 +177,7 @@ class Json(Spec):
             Text(self.max_text).check(value, where)
         elif isinstance(value, float) and not math.isfinite(value):
             raise Refused(f"{where}: {value} is not a finite number")
+        elif isinstance(value, int) and not isinstance(value, bool) \
+                and abs(value) > MAX_SAFE_INT:
+            # echoed back to the page, it could not be encoded (nor read by the browser)
+            raise Refused(f"{where}: integer beyond ±2^53")

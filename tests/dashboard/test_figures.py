@@ -380,3 +380,24 @@ def test_ceiling_chart_labels_clear_intervals_markers_and_each_other() -> None:
         assert not _overlaps(box, (px - 5, top, px + 5, bottom)), trace.textposition
         boxes.append(box)
     assert not _overlaps(*boxes)
+
+
+def test_break_label_sits_where_no_point_is() -> None:
+    """Issue 36 item 7: the break's label was drawn at 90% of the plot's height whatever the
+    points there, over the run's points when they were high at the break. Now it goes to the
+    height farthest from the points it covers, on a white ground."""
+    import numpy as np
+
+    from scalewatch.dashboard.figures.run import clear_height
+
+    c = np.geomspace(100, 10_000, 200)
+    rising = 0.3 + 0.4 * (np.log10(c) - 2) / 2  # high near the end
+    fit = {"status": "unidentified", "A": None, "B": 1.9, "C_mid": 2500.0, "R0": 0.3,
+           "break": {"compute": 9000.0, "drop": 0.05, "regime": "too_few_points"}}
+    fig = F.run_figure({"compute": list(c), "values": list(rising)}, fit, color="#000",
+                       unit="GPU-hours", metric="m")  # fmt: skip
+    (note,) = [a for a in fig.layout.annotations if a.text.startswith("break")]
+    near = (rising[(c <= 9000) & (c >= 9000 / 4)] - rising.min()) / np.ptp(rising)
+    assert note.y < near.min() - 0.1 and note.bgcolor  # below the points, not over them
+    falling = rising[::-1]  # low near the end: the label goes above
+    assert clear_height(c, falling, 9000.0) > 0.5

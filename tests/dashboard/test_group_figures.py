@@ -268,3 +268,17 @@ def test_group_verdict_names_no_winner_while_pooled_intervals_overlap() -> None:
     # Two plain runs keep the paper's rule on point estimates, as before.
     (line,) = data.verdict_lines(_comparison(0.72), "GPU-h", None, intervals, set())
     assert "higher ceiling" in line["rule"]
+
+
+def test_group_legend_is_below_the_plot_clear_of_title_and_caption(recipe: tuple) -> None:
+    """Issue 36 item 7: a recipe's legend (a line per seed, its break marks, and the recipe's
+    fit, band and extrapolation) wrapped into rows above the plot, over the title and the
+    caption. It sits below the plot now, under the axis title."""
+    members, fit = recipe
+    fig = F.group_figure(members, fit, unit="GPU-hours", metric="val_pass_rate",
+                         color=F.group_color("g"), title="g: val_pass_rate", target=TARGET)
+    legend = fig.layout.legend
+    assert legend.orientation == "h" and legend.yanchor == "top" and legend.y < -0.1
+    above = [a for a in fig.layout.annotations if a.yref == "paper" and a.y >= 1.0]
+    assert above and all(a.yanchor == "bottom" for a in above)  # the caption, over the plot
+    assert fig.layout.margin.b >= 120  # room for the axis title and the legend rows

@@ -58,6 +58,8 @@ def test_twenty_thousand_run_ids_are_refused_at_once(signed_in: Authed) -> None:
         ("cmp-graph", {"cmp-ids.data": ["x", {}]}, "cmp-ids.data[0]"),
         ("cmp-scatter", {"cmp-ids.data": ["x", {}]}, "cmp-ids.data[0]"),
         ("cmp-groups", {"cmp-ids.data": [2**40]}, "cmp-ids.data[0]"),
+        ("cmp-graph", {"cmp-ids.data": [1], "cmp-token.data": {"data": [10**30]}},
+         "cmp-token.data"),
         ("grp-graph", {"grp-key.data": {"project": "p", "grup": "g"}}, "grp-key.data"),
         ("grp-graph", {"grp-key.data": {"x": 1}}, "grp-key.data"),
         ("grp-csv", {"grp-key.data": None, "grp-csv-btn.n_clicks": 1}, "grp-key.data"),
