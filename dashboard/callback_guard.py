@@ -52,7 +52,7 @@ TABLE_COLUMNS = Maybe(ListOf(
            extra=Json(max_items=20, max_depth=2)),
     1_000,
 ))  # fmt: skip
-TOKEN = Maybe(Json(max_items=ROWS, max_depth=4))  # a change token the server sent the page
+TOKEN = Maybe(Json(max_items=ROWS, max_depth=6))  # a change token the server sent the page
 
 SPECS: dict[str, Spec] = {
     # Runs page and its forecast-settings panel
