@@ -125,12 +125,16 @@ def make_sampled(p: dict, rng: np.random.Generator) -> dict:
     if p["noise"] == "ar1":
         mean = g(pts)
         y = np.clip(mean[:-2] + ar1(c.size, p["sd"], p["rho"], rng), 0.0, 1.0)
+        sd = np.full(c.size, p["sd"])
     else:
         shift = rng.normal(0.0, p["spread"], p["n_prompts"])
         base = logit(np.clip(g(pts), 1e-6, 1 - 1e-6))
         prob = expit(base[:, None] + shift[None, :])  # (computes, prompts)
         mean = prob.mean(axis=1)
         y = (rng.random(prob[:-2].shape) < prob[:-2]).mean(axis=1)
-    return dict(c=c, y=y, truth_end=float(mean[-2]), obs_end=float(y[-1]),
-                a_true=float(mean[-1]), cm=p["cm"], end=end, r0=None, warmup=0.0,
-                params=p)
+        sd = np.sqrt((prob[:-2] * (1.0 - prob[:-2])).mean(axis=1) / p["n_prompts"])
+    # ``truth`` and ``noise_sd``: the expected value and the noise's sd at every evaluation
+    # (what ``bench/alerts_sampled.py``'s oracle knows).
+    return dict(c=c, y=y, truth=mean[:-2], noise_sd=sd, truth_end=float(mean[-2]),
+                obs_end=float(y[-1]), a_true=float(mean[-1]), cm=p["cm"], end=end, r0=None,
+                warmup=0.0, params=p)
