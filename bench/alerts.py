@@ -52,8 +52,10 @@ def _lower(fit: dict) -> float:
     return float("-inf") if ci[0] is None else float(ci[0])
 
 
-def replay(c: np.ndarray, y: np.ndarray, target: float) -> list[int]:
-    """Refit after every evaluation; the evaluation counts at which an alert opened."""
+def replay(c: np.ndarray, y: np.ndarray, target: float, reasons: list[str] | None = None
+           ) -> list[int]:
+    """Refit after every evaluation; the evaluation counts at which an alert opened (and, in
+    ``reasons``, the alerts' messages)."""
     opened: list[int] = []
     active = False
     best: dict | None = None
@@ -68,6 +70,8 @@ def replay(c: np.ndarray, y: np.ndarray, target: float) -> list[int]:
         if verdict.fire is True and not active:
             opened.append(n)
             active = True
+            if reasons is not None:
+                reasons.append(verdict.message)
         elif verdict.fire is False:
             active = False
         if fit["status"] == "ok" and (best is None or _lower(fit) > _lower(best)):

@@ -28,7 +28,9 @@ Columns, per window and family (``all`` pools the families):
   default drift allowance); ``cov-prj``: for a project with finished runs, the allowance the
   server learns from their hindcasts (``hindcast.learn_drift_rate``, here from the other runs
   of the same family, leave-one-out, as ``calibration.py --noise-prior`` simulates it); their
-  median widths beside.
+  median widths beside; ``cov-0`` with no drift allowance at all (the exact-model band);
+* ``knee``: fits that only the past-the-knee rule (``fit.too_early``) keeps from claiming A,
+  ``k-cov`` / ``k>.02`` their A intervals' coverage and misses: the evidence for that rule.
 
 The baseline (the engine as landed, 8e9e025) and later measurements are in ``bench/RESULTS-
 calibration-sampled.md``.
@@ -53,7 +55,7 @@ from calibration import _pct, _q  # noqa: E402
 from sampled_runs import FAMILIES, draw_params, make_sampled  # noqa: E402
 
 from scalewatch.server.fitting import FitOptions, FitResult, fit_curve, predict_interval  # noqa: E402
-from scalewatch.server.fitting.fit import ID_MAX_WIDTH, prepare  # noqa: E402
+from scalewatch.server.fitting.fit import ID_MAX_WIDTH, prepare, withheld_because  # noqa: E402
 from scalewatch.server.fitting.hindcast import hindcast_of, learn_drift_rate  # noqa: E402
 from scalewatch.server.fitting.paper import fit_baseline  # noqa: E402
 
@@ -97,7 +99,13 @@ def evaluate(run: dict, w: float, drift: float | None, paper: bool) -> dict:
     res = fit_curve(run["c"], run["y"], opts(run, w))
     ci_a = (res.ci or {}).get("A") if res.status == "ok" else None
     out = dict(status=res.status, pred=res.predicted_at_target, ci_a=ci_a,
-               piv=res.predicted_interval, piv_prj=interval_at_end(res, run, drift))
+               piv=res.predicted_interval, piv_prj=interval_at_end(res, run, drift),
+               piv0=interval_at_end(res, run, 0.0))
+    # A claim the past-the-knee rule (``fit.too_early``) alone withholds: its evidence here.
+    if (res.status == "unidentified" and res.ci and res.fit_range and res.break_ is None
+            and withheld_because(tuple(res.ci["A"]), res.ci.get("C_mid"), res.fit_range[1],
+                                 tuple(res.value_range)) is None):
+        out["knee_ci_a"] = res.ci["A"]
     ls = fit_curve(run["c"], run["y"], opts(run, w, "curve_fit"))
     out["ls"] = ls.predicted_at_target
     if paper:
@@ -142,7 +150,16 @@ def metrics(rec: list[dict]) -> dict[str, str]:
     def width(key: str) -> list[float]:
         return [r[key][1] - r[key][0] for r in rec if r.get(key)]
 
-    return {"n": f"{len(rec):4d}", "ident": _pct([r["status"] == "ok" for r in rec]),
+    knee = [r for r in rec if r.get("knee_ci_a")]
+
+    def knee_miss(r: dict) -> float:
+        lo, hi = r["knee_ci_a"]
+        return max(lo - r["run"]["a_true"], r["run"]["a_true"] - hi, 0.0)
+
+    return {"knee": f"{len(knee):4d}", "k-cov": _pct([knee_miss(r) == 0.0 for r in knee]),
+            "k>.02": f"{sum(knee_miss(r) > MISS for r in knee):4d}",
+            "cov-0": _pct(cov("piv0")),
+            "n": f"{len(rec):4d}", "ident": _pct([r["status"] == "ok" for r in rec]),
             "oracle": _pct([r["oracle"] for r in rec]),
             "claims": f"{len(claims):4d}", "A-cov": _pct([miss(r) == 0.0 for r in claims]),
             ">.02": f"{sum(miss(r) > MISS for r in claims):4d}",
@@ -153,7 +170,7 @@ def metrics(rec: list[dict]) -> dict[str, str]:
 
 
 COLS = ("n", "ident", "oracle", "claims", "A-cov", ">.02", "f-med", "f-p90", "LS-p90", "pap-p90",
-        "cov-new", "w-new", "cov-prj", "w-prj")
+        "cov-new", "w-new", "cov-prj", "w-prj", "cov-0", "knee", "k-cov", "k>.02")
 
 
 def table(title: str, records: list[dict], families: list[str]) -> None:
