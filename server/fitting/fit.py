@@ -12,6 +12,7 @@ from . import grid as G
 from . import lm
 from .breaks import Break, detect_break
 from .intervals import DRIFT_RATE, analyse, band, extra_half_width, posterior_summary
+from .misspec import disagrees
 from .model import FloatArray, frac
 from .noise_prior import prior_record
 from .posterior import posterior_axes
@@ -443,6 +444,8 @@ def finish(prep: Prepared, options: FitOptions, pf: PointFit) -> FitResult:
     tail = "; the run has probably not passed its knee"
     if why is None:
         why, tail = too_early(c_mid, fit_end), ""
+    if why is None:  # a claim: unless the data follow another shape with another ceiling
+        why = disagrees(prep.x, prep.y, pf.theta, fit_r0, (lo, hi), ci_a)
     if why is not None:
         lower = a_lower_bound(ci_a, draws, fit_end)
         a_lo, a_hi = ci_a
