@@ -120,7 +120,7 @@ def run_sampled(stable: int, broken: int, n_null: int, seed: int) -> None:
             return change(idx, t0, size, length)  # the true change, at onset t0
 
         known, ramp = oracle_delays(run, y, start, shape, fa, n_null, rng)
-        ratio = (ours if ours is not None else y.size - start) / max(ramp, 1)
+        ratio = np.inf if ours is None else ours / max(ramp, 1)  # never: not in time
         ratios[kind].append(ratio)
         p = run["params"]
         print(f"    {kind:9s} {fam:16s} {p['noise']:8s} {y.size:4d}  {size:.3f}  "
