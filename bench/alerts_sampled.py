@@ -2,6 +2,9 @@
 
     nice .venv/bin/python bench/alerts.py --sampled [--stable 200] [--broken 24] [--oracle 1000]
 
+The issue's 200 stable runs take ~30 min on the 2 shared cores (every run is refitted after
+each evaluation); the defaults of ``bench/alerts.py`` (50 stable, 10 changed) about a quarter.
+
 Runs come from ``bench/sampled_runs.py`` (all five families, misspecified ones included,
 AR(1) or prompt-set noise, every parameter drawn), with 40-120 evaluations (the sampled
 15-300 clipped: every run is refitted after every evaluation, as the server does, and a

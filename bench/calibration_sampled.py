@@ -3,6 +3,9 @@
     nice .venv/bin/python bench/calibration_sampled.py [--runs 40] [--oracle-reps 16]
                                                       [--paper-every 4] [--held-out]
 
+Defaults: 40 runs a family; the four tuning families take ~4 min on an idle core (8.5 min on
+the 2 shared cores with other benches running), ``--held-out`` about a quarter of that.
+
 Runs come from ``bench/sampled_runs.py`` (every parameter drawn over wide ranges, five
 families of which four are not ScaleRL sigmoids).  Each run is fitted on windows ending at
 1.5, 2, 3 and 5 x its C_mid (the compute at which half its gain is reached) and forecasts its
