@@ -44,25 +44,27 @@ def _unit_ramp(idx: np.ndarray, t0: int) -> np.ndarray:
     return -np.clip(idx - t0, 0.0, None).astype(float)
 
 
-def _whiten(v: np.ndarray) -> np.ndarray:
-    """Prais-Winsten: AR(1) noise with (SIGMA, RHO) becomes white with unit variance."""
+def _whiten(v: np.ndarray, sigma: float = SIGMA, rho: float = RHO) -> np.ndarray:
+    """Prais-Winsten: AR(1) noise with (sigma, rho) becomes white with unit variance."""
     w = np.empty_like(v)
-    w[0] = v[0] / SIGMA
-    w[1:] = (v[1:] - RHO * v[:-1]) / (SIGMA * np.sqrt(1.0 - RHO * RHO))
+    w[0] = v[0] / sigma
+    w[1:] = (v[1:] - rho * v[:-1]) / (sigma * np.sqrt(1.0 - rho * rho))
     return w
 
 
-def scan(resid: np.ndarray, shape: Shape, known: bool, first: int) -> np.ndarray:
+def scan(resid: np.ndarray, shape: Shape, known: bool, first: int, sigma: float = SIGMA,
+         rho: float = RHO) -> np.ndarray:
     """Per evaluation count n, the largest statistic over onsets t0 seen by then.
 
     ``known``: log likelihood ratio of the exact shape; else the z of the best-fitting ramp
-    size (matched filter).  ``resid``: the observed values minus the true curve."""
+    size (matched filter).  ``resid``: the observed values minus the true curve; (``sigma``,
+    ``rho``): its AR(1) noise (``bench/alerts_sampled.py`` gives each run its own)."""
     n_all = resid.size
     idx = np.arange(n_all)
-    u = _whiten(resid)
+    u = _whiten(resid, sigma, rho)
     best = np.full(n_all + 1, -np.inf)
     for t0 in range(first // 2, n_all - 2):
-        s = _whiten(shape(idx, t0))
+        s = _whiten(shape(idx, t0), sigma, rho)
         num, den = np.cumsum(s * u), np.cumsum(s * s)
         stat = num - 0.5 * den if known else num / np.sqrt(np.maximum(den, 1e-300))
         ns = np.arange(max(t0 + 3, first), n_all + 1)

@@ -1,6 +1,9 @@
 """Detection delays and false alarms of `asymptote_drop`, refitting after every evaluation.
 
     .venv/bin/python bench/alerts.py [--stable 50] [--broken 10] [--evals 100] [--oracle 1000]
+    .venv/bin/python bench/alerts.py --sampled --stable 200 --broken 12 --oracle 400
+
+``--sampled``: runs drawn at random over wide ranges, five families (``bench/alerts_sampled.py``).
 
 The engine and the rule exactly as the server runs them (``fit_curve`` with the previous fit
 as warm start, then ``scalewatch.server.alerts.evaluate.asymptote_drop`` against the best
@@ -49,8 +52,10 @@ def _lower(fit: dict) -> float:
     return float("-inf") if ci[0] is None else float(ci[0])
 
 
-def replay(c: np.ndarray, y: np.ndarray, target: float) -> list[int]:
-    """Refit after every evaluation; the evaluation counts at which an alert opened."""
+def replay(c: np.ndarray, y: np.ndarray, target: float, reasons: list[str] | None = None
+           ) -> list[int]:
+    """Refit after every evaluation; the evaluation counts at which an alert opened (and, in
+    ``reasons``, the alerts' messages)."""
     opened: list[int] = []
     active = False
     best: dict | None = None
@@ -65,6 +70,8 @@ def replay(c: np.ndarray, y: np.ndarray, target: float) -> list[int]:
         if verdict.fire is True and not active:
             opened.append(n)
             active = True
+            if reasons is not None:
+                reasons.append(verdict.message)
         elif verdict.fire is False:
             active = False
         if fit["status"] == "ok" and (best is None or _lower(fit) > _lower(best)):
@@ -102,9 +109,18 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--seed", type=int, default=3)
     ap.add_argument("--oracle", type=int, default=1000,
                     help="stable runs that set the oracle's alarm threshold (0: no oracle)")
+    ap.add_argument("--sampled", action="store_true",
+                    help="runs drawn at random from bench/sampled_runs.py's families, each "
+                         "change beside the oracle's delay (bench/alerts_sampled.py)")
     args = ap.parse_args(argv)
     rng = np.random.default_rng(args.seed)
     t0 = time.perf_counter()
+    if args.sampled:
+        import alerts_sampled  # noqa: PLC0415 (imports this module)
+
+        alerts_sampled.run_sampled(args.stable, args.broken, args.oracle, args.seed)
+        print(f"({time.perf_counter() - t0:.0f} s)")
+        return 0
     print(f"asymptote_drop (delta {PARAMS['delta']}), refit after every evaluation, "
           f"{args.evals} evaluations a run")
     for kind, count in (("broken", args.broken), ("sliding", args.broken),

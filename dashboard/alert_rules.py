@@ -33,7 +33,7 @@ from scalewatch.server.alerts.checks import (
 from scalewatch.server.alerts.kinds import ALERT_KINDS, AlertKind
 from scalewatch.server.alerts.rules import KIND_HELP, PARAMS
 from scalewatch.server.scopes import webhook_host_only
-from scalewatch.server.store.base import RunQuery, Store
+from scalewatch.server.store.base import NotFound, RunQuery, Store
 
 COLUMNS = [
     column("on", "enabled"),
@@ -160,7 +160,10 @@ def _run_names(store: Store, rules: list[dict[str, Any]]) -> dict[int, str]:
 
 def _watch_options(store: Store, project: str) -> list[dict[str, str]]:
     runs, _ = store.list_runs(RunQuery(project=project, limit=MAX_RUN_CHOICES))
-    groups = store.list_groups(project)
+    try:
+        groups = store.list_groups(project)
+    except NotFound:  # a project deleted since the list was shown, or a hand-made request
+        groups = []
     return ([{"label": "every run of the project", "value": EVERY_RUN}]
             + [{"label": f"group {g['name']}", "value": f"group:{g['name']}"} for g in groups]
             + [{"label": f"run {r['name']}", "value": f"run:{r['id']}"} for r in runs])
@@ -318,6 +321,8 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
         if not ctx.can("write"):
             return write_denied("Creating a rule", "rule-create-denied"), no_update
         try:
+            if len(ids) != len(values):  # a hand-made request: the browser sends pairs
+                raise InvalidRule("params", "each parameter needs one value")
             rule = new_rule(ctx.store, project, watches, kind,
                             {i["name"]: v for i, v in zip(ids, values, strict=True)},
                             webhook, secret, ctx.state.settings.webhook_allow_private)

@@ -16,6 +16,7 @@ from fastapi import FastAPI
 from fastapi.responses import RedirectResponse
 from starlette.types import ASGIApp
 
+from scalewatch.dashboard import callback_guard
 from scalewatch.dashboard.auth import DashboardGate, add_login_routes
 from scalewatch.dashboard.components import DashContext
 from scalewatch.dashboard.pages import alerts, compare, group, run, runs
@@ -66,6 +67,7 @@ def build_dash(state: Any) -> Dash:
         [_navbar(ctx.auth), html.Main(dash.page_container, className="content")],
         className="shell",
     )
+    callback_guard.install(app)  # after every callback is registered: it checks against them
     return app
 
 

@@ -35,8 +35,11 @@ def token_info(state: Any, token: str | None) -> dict[str, Any] | None:
 def request_info(
     state: Any, headers: dict[str, str], cookies: dict[str, str]
 ) -> dict[str, Any] | None:
-    """Who is asking: the bearer token's record, else the session cookie's, else None."""
-    header = headers.get("authorization")
+    """Who is asking: the bearer token's record, else the session cookie's, else None.
+
+    Header names are matched case-insensitively: starlette hands them over lower-cased, Flask
+    (inside a Dash callback) as sent ("Authorization")."""
+    header = next((v for k, v in headers.items() if k.lower() == "authorization"), None)
     if header:
         kind, _, value = header.partition(" ")
         return token_info(state, value.strip()) if kind.lower() == "bearer" else None

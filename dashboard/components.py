@@ -91,9 +91,14 @@ def table(id_: str, columns: list[dict[str, Any]], **kwargs: Any) -> dash_table.
 
 
 def column(name: str, id_: str, kind: str = "text", **extra: Any) -> dict[str, Any]:
-    col: dict[str, Any] = {"name": name, "id": id_, "type": kind, **extra}
+    """A table column; kind "compute" is a number shown in engineering form (16k, 250k,
+    1.04G: d3's SI prefixes, the table's nearest to `fmt`'s 1.04e9), sorted as a number."""
+    col: dict[str, Any] = {"name": name, "id": id_,
+                           "type": "numeric" if kind == "compute" else kind, **extra}
     if kind == "numeric":
         col["format"] = {"specifier": ",.4~r"}
+    elif kind == "compute":
+        col["format"] = {"specifier": ".3~s"}
     return col
 
 

@@ -152,7 +152,9 @@ def run_detail(store: Store, run_id: int, metric: str | None = None) -> dict[str
         "alerts": alerts,
         "warmup": fs.get("warmup"),
         "fit_until": fs.get("fit_until"),
-        "target": fit.get("target_compute") or run.get("target_compute"),
+        # The run's own target only: without one a fit predicts at the last compute, which
+        # the page must not present as a target.
+        "target": run.get("target_compute"),
         "unit": unit_label(run.get("compute_unit")),
         "color": run_color(run_id),
         "token": change_token(run),
@@ -166,9 +168,12 @@ def new_points(store: Store, run_id: int, metric: str, after_step: int) -> dict[
 
 
 def parse_ids(raw: str | None) -> list[int]:
+    """The run ids of a link's `runs=1,2,3`: ASCII digits within the 32-bit id range (what
+    is not an id is left out; "²".isdigit() is true, so isdigit alone is not enough)."""
     out = []
     for part in (raw or "").replace(" ", "").split(","):
-        if part.isdigit():
+        if part.isascii() and part.isdigit() and len(part) <= 10 \
+                and 1 <= int(part) <= limits.MAX_ID:
             out.append(int(part))
     return list(dict.fromkeys(out))
 
@@ -183,7 +188,9 @@ def compare_detail(
         inputs = load_compare_inputs(
             store, run_ids, metric or None, max_points=MAX_SCREEN_POINTS, shared_range=True
         )
-    except (NotFound, MixedMetrics) as exc:
+    except MixedMetrics as exc:  # the page offers the metrics to choose from
+        return {"error": str(exc), "items": [], **metric_choices(store, run_ids)}
+    except NotFound as exc:
         return {"error": str(exc), "items": []}
     if budget is None:
         targets = [float(t) for i in inputs if (t := i.run.get("target_compute"))]
@@ -215,6 +222,18 @@ def compare_detail(
         **unit_fields(units),
         "sampled": any(i["sampled"] for i in items),
     }
+
+
+def metric_choices(store: Store, run_ids: list[int]) -> dict[str, Any]:
+    """For runs fitted on different metrics: the metrics every one of them logs (the Compare
+    page's picker; each run's fit metric first) and the runs themselves (its pills)."""
+    runs = store.get_runs(run_ids)
+    logged = [set((r.get("latest") or {}).keys()) for r in runs]
+    common = set.intersection(*logged) if logged else set()
+    fitted = [m for r in runs if (m := r.get("fit_metric")) in common]
+    choices = list(dict.fromkeys(fitted)) + sorted(common - set(fitted))
+    pills = [{"id": r["id"], "label": r["name"], "color": run_color(r["id"])} for r in runs]
+    return {"metric_choices": choices, "runs": pills}
 
 
 def unit_fields(units: set[str]) -> dict[str, Any]:
@@ -274,16 +293,41 @@ def params_rows(detail: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def _interval_text(name: str, iv: list[float]) -> str:
+    return f"{name} A [{iv[0]:.3f}, {iv[1]:.3f}]"
+
+
+def indistinct(
+    a: str, b: str, pooled: dict[str, list[float]], margin: float
+) -> str | None:
+    """The verdict for a pair with a recipe in it when their A intervals overlap by more than
+    the paper's margin: the point estimates may differ, but no winner can be called yet.
+    ``pooled`` maps a recipe's (or run's) name to its 95% interval of A; None when the pair is
+    distinguishable or has no recipe in it."""
+    ia, ib = pooled.get(a), pooled.get(b)
+    if not ia or not ib:
+        return None
+    overlap = min(ia[1], ib[1]) - max(ia[0], ib[0])
+    if overlap <= margin:
+        return None
+    return (f"not distinguishable yet: {_interval_text(a, ia)} and {_interval_text(b, ib)} "
+            f"overlap by {overlap:.3f} (more than the paper's {margin} margin)")
+
+
 def verdict_lines(
-    comparison: dict[str, Any] | None, unit: str, units: list[str] | None = None
+    comparison: dict[str, Any] | None, unit: str, units: list[str] | None = None,
+    intervals: dict[str, list[float]] | None = None, recipes: set[str] | None = None,
 ) -> list[dict[str, str]]:
     """Plain-language verdict per pair: the paper's rule, crossover, winner at the budget.
 
     ``units``: every unit the runs count compute in; with more than one, a crossover or a
-    budget would mix incomparable numbers, and the lines say so instead of giving them."""
+    budget would mix incomparable numbers, and the lines say so instead of giving them.
+    ``intervals`` (name -> 95% interval of A) and ``recipes`` (the names that are groups): a
+    pair with a recipe whose intervals overlap by more than the margin names no winner."""
     if not comparison:
         return []
     mixed = ", ".join(units) if units and len(units) > 1 else ""
+    margin = float(comparison.get("margin", 0.02))
     out = []
     if comparison.get("message"):  # the engine could not compare these runs: say why
         out.append({"pair": "these runs", "rule": str(comparison["message"]),
@@ -291,6 +335,12 @@ def verdict_lines(
     for pair in comparison.get("pairs") or []:
         a, b = pair["runs"]
         d = pair["decision"]
+        held = indistinct(a, b, intervals or {}, margin) if {a, b} & (recipes or set()) \
+            else None
+        if held:
+            out.append({"pair": f"{a} vs {b}", "rule": held, "crossover": "",
+                        "winner": "no winner yet: more compute or more seeds will tell"})
+            continue
         if d["rule"] == "different_asymptote":
             rule = f"{d['higher_asymptote']} has the higher ceiling ({d['reason']})"
         elif d["rule"] == "same_asymptote":

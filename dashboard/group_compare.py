@@ -167,11 +167,11 @@ def ceiling_rows(
         try:
             ms = _members(store, str(project), g)
             name = group_metric(g, ms, metric or None)
+            fit = cast(dict[str, Any], store.latest_group_fit(str(project), g, name) or {})
         except (NotFound, MixedMetrics):
             continue  # the Compare page's verdict says why
         seed_ids = {m["id"] for m in ms}
         rows = [r for r in rows if r["id"] not in seed_ids]
-        fit = cast(dict[str, Any], store.latest_group_fit(str(project), g, name) or {})
         ci = (fit.get("ci") or {}).get("A")
         seeds = [
             {"name": m.get("name"), "A": m.get("A"), "B": m["B"],

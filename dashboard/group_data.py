@@ -39,6 +39,22 @@ def _ci_text(value: float | None, ci: Any, signed: bool = False) -> str:
     return f.format(value)
 
 
+def own_offset(own: dict[str, Any], recipe: dict[str, Any] | None) -> str:
+    """A seed's own fitted A minus the recipe's pooled A, with the seed's own 95% interval
+    moved by the same amount: where this seed on its own puts the ceiling.
+
+    Not the pooled model's per-seed offset stored with the group fit: that one is shrunk
+    towards the recipe by the seed spread, and whenever the spread's posterior sits at zero
+    (seeds that agree, the usual case) it is exactly 0 for every seed, so the column read
+    +0.000 for all of them. The stored offset still decides "off the curve"."""
+    a, pooled = own.get("A"), (recipe or {}).get("A")
+    if a is None or pooled is None or own.get("status") in (None, "pending"):
+        return "–"
+    ci = (own.get("ci") or {}).get("A")
+    shifted = [c - pooled for c in ci] if ci and len(ci) == 2 and None not in ci else None
+    return _ci_text(a - pooled, shifted, signed=True)
+
+
 def _status(fit: dict[str, Any] | None) -> str:
     """A group fit's status as the table says it: "pending" before the first group fit."""
     return str((fit or {}).get("status") or "pending")
@@ -177,7 +193,7 @@ def member_rows(detail: dict[str, Any]) -> list[dict[str, Any]]:
                 "status": run.get("status"),
                 "fit_status": own.get("status") or "pending",
                 "A": a_text(own) if own.get("status") not in (None, "pending") else "–",
-                "offset": _ci_text(own.get("offset"), own.get("offset_ci"), signed=True),
+                "offset": own_offset(own, detail.get("fit")),
                 "pool": pool,
                 "reason": m["reason"],
                 "last_compute": run.get("last_compute"),

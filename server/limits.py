@@ -85,6 +85,13 @@ MAX_MLFLOW_SEARCH_RESULTS = 50_000  # max_results above is a 400 (SEARCH_MAX_RES
 MAX_MLFLOW_FILTER_LENGTH = 4_096  # runs/search filter string
 # Artifacts (mlflow-artifacts:/ uploads) are accepted and discarded, streamed: no size cap is
 # needed for memory or disk, and a refusal would raise in the trainer (see routes/mlflow.py).
+
 # Stateless fits and comparisons one token may run at once (the default of
 # SCALEWATCH_EXPENSIVE_READS_PER_TOKEN); more at once are a 429 with Retry-After.
 MAX_EXPENSIVE_READS_PER_TOKEN = 2
+
+# Dashboard callbacks (`dashboard/callback_guard.py` checks every `_dash-update-component`
+# request against these before Dash runs it).
+MAX_ID = 2**31 - 1  # every id column is 32-bit (as the API's ID_MAX)
+MAX_DASHBOARD_ROWS = 5_000  # rows of a dashboard table sent back with a callback (CSV export)
+MAX_BUDGET = 1e30  # a compute budget typed on the Compare page (FLOPs of the largest runs ~1e26)

@@ -126,6 +126,7 @@ SLOW_FIXTURES = frozenset({"live_server", "seeded", "browser", "page", "server"}
 SLOW_CALLS = ("LiveServer(", "subprocess.", "run_cli(", "Popen(", "_simulate(", "trainer_proc")
 SLOW_MODULES = frozenset({
     "tests/server/test_schemathesis.py",  # a fuzzer: hundreds of requests per backend
+    "tests/security/test_dash_fuzz.py",  # a fuzzer: 2,000 callback requests per backend
     "tests/alerts/test_detection.py",  # whole runs refitted evaluation by evaluation
     "tests/deploy/test_scale_out.py",  # two server processes
 })

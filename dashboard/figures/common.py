@@ -61,11 +61,25 @@ def unit_label(unit: str | None) -> str:
     return known.get(unit.lower(), unit.replace("_", " "))
 
 
+def _engineering(v: float, digits: int) -> str:
+    """`digits` significant digits times a power of ten that is a multiple of three:
+    16000 -> "16k", 250000 -> "250k", 1.04e9 -> "1.04e9", 3.2e21 -> "3.2e21"."""
+    exp = 3 * math.floor(math.log10(abs(v)) / 3)
+    mantissa = float(f"{v / 10**exp:.{digits}g}")
+    if abs(mantissa) >= 1000:  # 999,999 rounds up to the next power of a thousand
+        exp, mantissa = exp + 3, mantissa / 1000
+    text = f"{mantissa:.{digits}g}"
+    return f"{text}k" if exp == 3 else f"{text}e{exp}"
+
+
 def fmt(v: float | None, digits: int = 3) -> str:
-    """Short human number: 3 significant digits, thousands separators for large values."""
+    """Short human number: 3 significant digits; up to 9,999 with thousands separators, above
+    in engineering form (16k, 250k, 1.04e9), so FLOP counts stay readable."""
     if v is None or (isinstance(v, float) and not math.isfinite(v)):
         return "–"
     v = float(v)
+    if abs(v) >= 10_000:
+        return _engineering(v, digits)
     if abs(v) >= 1000:
         return f"{v:,.0f}"
     return f"{v:.{digits}g}" if abs(v) < 1 else f"{v:.{digits}g}".rstrip(".")

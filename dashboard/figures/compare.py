@@ -72,7 +72,7 @@ def compare_figure_dict(
             "type": "scattergl", "x": c, "y": y.astype("f4"), "mode": "markers",
             "marker": {"color": color, "size": 4, "opacity": 0.45},
             "name": label, "meta": "points", "legendgroup": group,
-            "hovertemplate": f"{label}<br>%{{x:,.4g}} {unit}<br>%{{y:.4f}}<extra></extra>",
+            "hovertemplate": f"{label}<br>%{{x:.3~s}} {unit}<br>%{{y:.4f}}<extra></extra>",
         })  # fmt: skip
         if it.get("fit"):
             # A run that broke: its curve up to the break, then the bound on its new ceiling,
@@ -113,7 +113,7 @@ def _seed_points(it: dict[str, Any], label: str, unit: str, group: str) -> list[
             "marker": {"color": col, "size": 3, "opacity": 0.45},
             "name": f"{label} (seeds)", "meta": "seed", "legendgroup": group,
             "showlegend": k == 0,
-            "hovertemplate": f"{label}: {seed}<br>%{{x:,.4g}} {unit}<br>%{{y:.4f}}"
+            "hovertemplate": f"{label}: {seed}<br>%{{x:.3~s}} {unit}<br>%{{y:.4f}}"
                              "<extra></extra>",
         })  # fmt: skip
     return out
@@ -158,21 +158,48 @@ def _pixels(x: float, y: float, x_range: tuple[float, float],
     return ((x - x0) / (x1 - x0 or 1.0) * PLOT_PX[0], (y1 - y) / (y1 - y0 or 1.0) * PLOT_PX[1])
 
 
-def reserved_positions(reserved: Sequence[tuple[float, float, str]],
-                       x_range: tuple[float, float], y_range: tuple[float, float]) -> list[str]:
-    """Where each highlighted run's label goes: above its marker, else the first of
-    ``POSITIONS`` that stays within the chart (above, if none does)."""
+def reserved_positions(
+    reserved: Sequence[tuple[float, float, str]], x_range: tuple[float, float],
+    y_range: tuple[float, float], markers: Sequence[tuple[float, float]] = (),
+    bars: Sequence[tuple[float, float] | None] = (),
+) -> list[str]:
+    """Where each highlighted run's (or recipe's) label goes: the first of ``POSITIONS`` that
+    stays within the chart and prints over no label placed before it, no marker (``markers``:
+    every point of the chart, as (x, y)) and no interval bar (``bars``: each reserved point's
+    95% interval of A, or None); when none is clear, the one over the fewest."""
+    def px(x: float, y: float) -> tuple[float, float]:
+        return _pixels(x, y, x_range, y_range)
+
+    obstacles: list[Box] = []
+    for x, y in [*markers, *((x, y) for x, y, _ in reserved)]:
+        cx, cy = px(x, y)
+        obstacles.append((cx - 7, cy - 7, cx + 7, cy + 7))  # a highlighted marker's size
+    for (x, _, _), bar in zip(reserved, bars or [None] * len(reserved), strict=True):
+        if bar is not None:
+            (cx, top), (_, bottom) = px(x, bar[1]), px(x, bar[0])
+            obstacles.append((cx - 5, top, cx + 5, bottom))  # the bar and its caps
     out = []
     for x, y, text in reserved:
-        px, py = _pixels(x, y, x_range, y_range)
-        out.append(next((p for p in POSITIONS if _inside(_label_box(px, py, text, p))),
-                        POSITIONS[0]))
+        cx, cy = px(x, y)
+        own = (cx - 7, cy - 7, cx + 7, cy + 7)
+        inside = [p for p in POSITIONS if _inside(_label_box(cx, cy, text, p))] \
+            or [POSITIONS[0]]
+
+        def clashes(position: str, cx: float = cx, cy: float = cy, text: str = text,
+                    own: Box = own) -> int:
+            box = _label_box(cx, cy, text, position)
+            return sum(_overlaps(box, o) for o in obstacles if o != own)
+
+        best = min(inside, key=lambda p: (clashes(p), inside.index(p)))
+        out.append(best)
+        obstacles.append(_label_box(cx, cy, text, best))
     return out
 
 
 def place_labels(
     points: list[tuple[float, float, str]], x_range: tuple[float, float],
     y_range: tuple[float, float], reserved: Sequence[tuple[float, float, str]] = (),
+    reserved_at: Sequence[str] | None = None,
 ) -> list[tuple[str, str]]:
     """(text, position) for each point's label: the first of ``POSITIONS`` where it prints
     over no other label and no marker and stays within the chart, else no label (its name
@@ -187,8 +214,9 @@ def place_labels(
     for x, y, _ in [*points, *reserved]:  # every marker
         px, py = pixels(x, y)
         taken.append((px - 4, py - 4, px + 4, py + 4))
-    for (x, y, text), pos in zip(reserved, reserved_positions(reserved, x_range, y_range),
-                                 strict=True):
+    at = reserved_at if reserved_at is not None else reserved_positions(reserved, x_range,
+                                                                        y_range)
+    for (x, y, text), pos in zip(reserved, at, strict=True):
         taken.append(_label_box(*pixels(x, y), text, pos))
     out = []
     for x, y, text in points:
@@ -220,9 +248,17 @@ def ceiling_figure(rows: list[dict[str, Any]]) -> go.Figure:
     x_range, y_range = _ranges(pts)
     others = [r for r in pts if not r.get("highlight")]
     highlighted = [_point(r) for r in pts if r.get("highlight")]
-    # Each highlighted run's and recipe's label position, by its row (see reserved_positions).
+    # Each highlighted run's and recipe's label position, by its row (see reserved_positions):
+    # clear of every marker (seeds' too), of the intervals and of each other.
+    markers = [(x, y) for x, y, _ in map(_point, others)] + [
+        (float(sd["B"]), float(sd.get("A") or sd["A_lower_bound"]))
+        for r in pts for sd in r.get("seeds") or []
+        if sd.get("B") is not None and (sd.get("A") or sd.get("A_lower_bound")) is not None]
+    bars = [tuple(r["A_ci"]) if r.get("A") is not None and r.get("A_ci") else None
+            for r in pts if r.get("highlight")]
     label_at = dict(zip([id(r) for r in pts if r.get("highlight")],
-                        reserved_positions(highlighted, x_range, y_range), strict=True))
+                        reserved_positions(highlighted, x_range, y_range, markers, bars),
+                        strict=True))  # fmt: skip
     if others:
         # Few enough to read: each run is labelled where its label prints over no other (a
         # run in a tight cluster keeps its name on hover only); many: all on hover.
@@ -230,7 +266,9 @@ def ceiling_figure(rows: list[dict[str, Any]]) -> go.Figure:
         cls = go.Scatter if labelled else go.Scattergl
         points = [_point(r) for r in others]
         names = [n for _, _, n in points]
-        placed = place_labels(points, x_range, y_range, highlighted) if labelled \
+        placed = place_labels(points, x_range, y_range, highlighted,
+                              [label_at[id(r)] for r in pts if r.get("highlight")]) \
+            if labelled \
             else [("", POSITIONS[0])] * len(others)
         fig.add_trace(
             cls(

@@ -122,7 +122,7 @@ def _seed_trace(m: dict[str, Any], color: str, unit: str, metric: str) -> go.Sca
         meta="seed",
         customdata=[m.get("id")] * int(c.size),
         legendgroup=f"seed{m.get('id')}",
-        hovertemplate=f"{label}<br>%{{x:,.4g}} {unit}<br>{metric} %{{y:.4f}}<extra></extra>",
+        hovertemplate=f"{label}<br>%{{x:.3~s}} {unit}<br>{metric} %{{y:.4f}}<extra></extra>",
     )
 
 
@@ -174,7 +174,11 @@ def group_figure(
         text=_caption(fit), showarrow=False, xref="paper", yref="paper", x=0, y=1.0,
         xanchor="left", yanchor="bottom", font={"size": 12, "color": "#455a64"},
     )  # fmt: skip
-    fig.update_layout(margin={"t": 90}, legend={"y": 1.09})
+    # The legend under the plot: a recipe has a line per seed plus its own three, which at the
+    # top wrapped into rows over the title and the caption.
+    fig.update_layout(margin={"t": 80, "b": 130},
+                      legend={"orientation": "h", "x": 0, "xanchor": "left", "y": -0.2,
+                              "yanchor": "top"})
     if target and target > 0:
         vline(fig, target, "target", "#78909c", 1, 0.0)
     log_axis(fig, float(cs.min()), end)

@@ -22,6 +22,7 @@ from scalewatch.dashboard.figures.common import (
     log_axis,
     positive,
     vline,
+    vline_parts,
 )
 from scalewatch.server.fitting import FitResult, predict
 
@@ -117,11 +118,12 @@ def forecast_headline(
     {"label": "forecast at 16,000 GPU-hours", "value": "0.601 [0.58, 0.62]", "note": "..."}.
     Without a forecast the value is "–" and the note says why (the fit's own message).
     """
-    label = f"forecast at {fmt(target)} {unit}" if target else "forecast at target"
     value = forecast_text(fit)
-    if not target:
-        return {"label": label, "value": "–",
-                "note": "set the run's target compute to get a forecast"}
+    if not target:  # the fit's own default (the last compute) is no target of the run's
+        return {"label": "forecast", "value": "–",
+                "note": "this run has no target compute: set one (target_compute in "
+                        "scalewatch.init or PATCH /api/v1/runs/{id}) to get a forecast"}
+    label = f"forecast at {fmt(target)} {unit}"
     if not fit or value == "–":
         msg = (fit or {}).get("message") or "no fit yet"
         return {"label": label, "value": "–", "note": str(msg)}
@@ -163,7 +165,7 @@ def run_figure(
         return empty_figure("no points yet", title)
     held = c > fit_until if fit_until else np.zeros(c.size, dtype=bool)
     fig = go.Figure()
-    hover = f"%{{x:,.4g}} {unit}<br>{metric} %{{y:.4f}}<extra></extra>"
+    hover = f"%{{x:.3~s}} {unit}<br>{metric} %{{y:.4f}}<extra></extra>"
     # Plain lists (not typed arrays) so the browser-side figure can be extended with Patch().
     fig.add_trace(
         go.Scatter(
@@ -223,7 +225,13 @@ def run_figure(
     if brk and brk.get("compute") and float(brk["compute"]) > 0:
         # Where the run fell off its curve: the regime the fit describes starts here (or, with
         # too few points since, the solid curve is the one the run was on before).
-        vline(fig, float(brk["compute"]), f"break −{brk['drop']:.3f}", BROKE_RED, 1.5, 0.9)
+        at = float(brk["compute"])
+        shape, note = vline_parts(at, f"break −{brk['drop']:.3f}", BROKE_RED, 1.5,
+                                  clear_height(c, y, at))
+        fig.add_shape(**shape)
+        # Beside the line at the height where no point is, on a white ground so nothing
+        # drawn later (the band, the extrapolation) runs through its text.
+        fig.add_annotation(**{**note, "yanchor": "middle", "bgcolor": "rgba(255,255,255,0.85)"})
     if warmup and warmup > lo:
         # On a log axis shapes take data values, annotations log10 values.
         fig.add_shape(
@@ -250,6 +258,22 @@ def run_figure(
         vline(fig, target, "target", "#78909c", 1, 0.0)
     log_axis(fig, lo, max(float(c.max()), target or 0.0))
     return fig
+
+
+def clear_height(c: np.ndarray, y: np.ndarray, at: float) -> float:
+    """Where a label left of the vertical line at compute `at` prints over no point: the
+    height (as a fraction of the plot, 0.15 to 0.85: clear of the captions above and the
+    "end of fit window" and "target" labels below) farthest from every point in the stretch
+    of compute the label covers (a factor of four below `at` on the log axis)."""
+    lo, hi = float(np.min(y)), float(np.max(y))
+    span = (hi - lo) or 1.0
+    near = y[(c <= at) & (c >= at / 4)]
+    heights = np.linspace(0.15, 0.85, 15)
+    if near.size == 0:
+        return 0.85
+    fractions = (near - lo) / span
+    gaps = [float(np.min(np.abs(fractions - h))) for h in heights]
+    return float(heights[int(np.argmax(gaps))])
 
 
 def _hollow(symbol: str, entry: dict[str, Any]) -> str:

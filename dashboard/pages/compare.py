@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dash import Dash, Input, Output, State, dcc, html
+from dash import Dash, Input, Output, State, dcc, html, no_update
 from dash import ctx as dash_ctx
 from dash.exceptions import PreventUpdate
 
@@ -28,6 +28,7 @@ from scalewatch.dashboard.components import (
 from scalewatch.dashboard.figures import ceiling_figure, compare_figure, fmt
 from scalewatch.dashboard.figures.common import typed_arrays
 from scalewatch.dashboard.figures.compare import compare_figure_dict
+from scalewatch.server import limits
 from scalewatch.server.store.base import NotFound
 
 PATH = "/compare"
@@ -36,11 +37,13 @@ TICK_MS = 3000
 
 
 def _float(raw: str | None) -> float | None:
+    """A typed budget as a number; None (the default budget) when it is not a positive finite
+    number up to MAX_BUDGET ("1e308" would overflow every forecast at it)."""
     try:
         v = float(raw) if raw not in (None, "") else None
     except ValueError:
         return None
-    return v if v is not None and v > 0 else None
+    return v if v is not None and 0 < v <= limits.MAX_BUDGET else None
 
 
 def layout(
@@ -58,6 +61,11 @@ def layout(
         return empty_state(
             "Pick runs on the Runs page (tick their rows), or recipes in its \"by group\" "
             "view, then press Compare."
+        )
+    if len(ids) + len(groups) > limits.MAX_COMPARE_RUNS:
+        return empty_state(
+            f"Compare at most {limits.MAX_COMPARE_RUNS} runs and groups at once "
+            f"(this link names {len(ids) + len(groups)})."
         )
     return html.Div(
         [
@@ -77,6 +85,14 @@ def layout(
                         multi=True,
                         placeholder="add groups (recipes)",
                         style={"minWidth": 240},
+                    ),
+                    dcc.Dropdown(
+                        id="cmp-metric-pick",
+                        value=metric or None,
+                        options=[metric] if metric else [],
+                        placeholder="metric",
+                        clearable=False,
+                        style={"minWidth": 200},
                     ),
                     html.Span(style={"flex": 1}),
                     html.Label("budget", htmlFor="cmp-budget"),
@@ -106,20 +122,6 @@ def layout(
                         [
                             html.H3("Verdict"),
                             html.Div(id="cmp-verdict", className="verdict card"),
-                            html.H3("Fitted parameters (95% intervals)"),
-                            table(
-                                "cmp-params",
-                                [
-                                    column("run", "run", presentation="markdown"),
-                                    column("status", "status"),
-                                    column("A", "A"),
-                                    column("B", "B"),
-                                    column("C_mid", "C_mid"),
-                                    column("at budget", "at_budget"),
-                                    column("points", "points"),
-                                ],
-                                data=[],
-                            ),
                         ]
                     ),
                     html.Div(
@@ -128,13 +130,33 @@ def layout(
                     ),
                 ],
             ),
+            # Full width: seven columns of values with intervals do not fit half of 1400 px.
+            html.H3("Fitted parameters (95% intervals)"),
+            table(
+                "cmp-params",
+                [
+                    column("run", "run", presentation="markdown"),
+                    column("status", "status"),
+                    column("A", "A"),
+                    column("B", "B"),
+                    column("C_mid", "C_mid"),
+                    column("at budget", "at_budget"),
+                    column("points", "points"),
+                ],
+                data=[],
+            ),
             dcc.Interval(id="cmp-tick", interval=TICK_MS),
         ]
     )
 
 
 def _verdict(detail: dict[str, Any]) -> Any:
-    lines = data.verdict_lines(detail.get("comparison"), detail["unit"], detail.get("units"))
+    intervals = {it["label"]: ci for it in detail["items"]
+                 if (ci := ((it.get("fit") or {}).get("ci") or {}).get("A"))
+                 and None not in ci}  # fmt: skip
+    recipes = {it["label"] for it in detail["items"] if it.get("kind") == "group"}
+    lines = data.verdict_lines(detail.get("comparison"), detail["unit"], detail.get("units"),
+                               intervals, recipes)
     if len(detail["items"]) < 2:
         return html.P("Select at least two runs or groups for a verdict.")
     items = [
@@ -176,17 +198,18 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
         Output("cmp-unit", "children"),
         Output("cmp-budget", "value"),
         Output("cmp-token", "data"),
+        Output("cmp-metric-pick", "options"),
         Input("cmp-budget", "value"),
         Input("cmp-tick", "n_intervals"),
         Input("cmp-groups", "value"),
+        Input("cmp-metric", "data"),
         State("cmp-ids", "data"),
         State("cmp-project", "data"),
-        State("cmp-metric", "data"),
         State("cmp-token", "data"),
     )
     def render(
-        budget: float | None, _tick: int | None, groups: list[str] | None, ids: list[int],
-        project: str | None, metric: str | None, token: dict | None,
+        budget: float | None, _tick: int | None, groups: list[str] | None,
+        metric: str | None, ids: list[int], project: str | None, token: dict | None,
     ) -> tuple:  # fmt: skip
         store = ctx.store
         groups = list(groups or [])
@@ -205,7 +228,8 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
                 raise PreventUpdate
         if not ids and not groups:
             msg = empty_state("Nothing to compare: add groups above, or pick runs.")
-            return (compare_figure([], unit="", metric=""), msg, [], "", None, "", budget, [])
+            return (compare_figure([], unit="", metric=""), msg, [], "", None, "", budget, [],
+                    no_update)
         detail = group_compare.compare_detail(
             store, ids, project, groups, metric, _float(str(budget)) if budget else None
         )
@@ -213,8 +237,14 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
         if budget_shown is not None and float(budget_shown).is_integer():
             budget_shown = int(budget_shown)
         if detail.get("error"):
-            msg = empty_state(detail["error"])
-            return (compare_figure([], unit="", metric=""), msg, [], "", None, "", budget, token)
+            # Runs on different fit metrics keep their pills, and the picker offers the
+            # metrics they all log.
+            choices = detail.get("metric_choices")
+            msg = empty_state(detail["error"] + (
+                ": pick the metric to compare them on above." if choices else ""))
+            chips = [_chip(app, it) for it in detail.get("runs") or []] or None
+            return (compare_figure([], unit="", metric=""), msg, [], "", chips, "", budget,
+                    token, choices if choices is not None else no_update)
         unit = detail["unit"]
         # Plain dicts, not plotly objects (`compare_figure_dict`): a tenth of the time.
         fig = typed_arrays(compare_figure_dict(
@@ -239,8 +269,20 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
             tokens = []
         params = group_compare.group_param_rows(detail, data.params_rows(detail))
         chips = [_chip(app, it) for it in detail["items"]]
+        choices = [] if groups else data.metric_choices(store, ids)["metric_choices"]
         return (fig, _verdict(detail), params, note, chips, unit, budget_shown,
-                _rendered(tokens, budget, groups))
+                _rendered(tokens, budget, groups), choices or [detail["metric"]])
+
+    @app.callback(
+        Output("cmp-metric", "data"),
+        Input("cmp-metric-pick", "value"),
+        State("cmp-metric", "data"),
+        prevent_initial_call=True,
+    )
+    def pick_metric(picked: str | None, current: str | None) -> str:
+        if not picked or picked == current:
+            raise PreventUpdate
+        return picked
 
     @app.callback(
         Output("cmp-groups", "options"),
@@ -337,7 +379,7 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
 
     # Keep the URL in step with the budget and the groups without reloading the page.
     app.clientside_callback(
-        """function(budget, groups, ids, metric, project) {
+        """function(budget, groups, metric, ids, project) {
             if (!ids) { return; }
             const u = new URL(window.location.href);
             if (ids.length) { u.searchParams.set('runs', ids.join(',')); }
@@ -352,7 +394,7 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
         }""",
         Input("cmp-budget", "value"),
         Input("cmp-groups", "value"),
+        Input("cmp-metric", "data"),
         State("cmp-ids", "data"),
-        State("cmp-metric", "data"),
         State("cmp-project", "data"),
     )

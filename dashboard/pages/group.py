@@ -37,10 +37,10 @@ MEMBER_COLUMNS = [
     column("run", "run", presentation="markdown"),
     column("status", "status"),
     column("own A [95%]", "A"),
-    column("offset from the recipe [95%]", "offset"),
+    column("own A − recipe A [95%]", "offset"),
     column("in the recipe's fit", "pool"),
     column("why", "reason"),
-    column("last compute", "last_compute", "numeric"),
+    column("last compute", "last_compute", "compute"),
     column("points", "points", "numeric"),
 ]
 

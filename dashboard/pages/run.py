@@ -14,7 +14,7 @@ from dash import Dash, Input, Output, Patch, State, dcc, html, no_update
 from dash import ctx as dash_ctx
 from dash.exceptions import PreventUpdate
 
-from scalewatch.dashboard import data
+from scalewatch.dashboard import data, run_actions
 from scalewatch.dashboard.components import (
     GRAPH_CONFIG,
     DashContext,
@@ -32,6 +32,7 @@ from scalewatch.dashboard.figures import (
     run_figure,
     withheld_notice,
 )
+from scalewatch.server import limits
 from scalewatch.server.fitting import FitResult, predict
 from scalewatch.server.store.base import NotFound
 
@@ -42,8 +43,10 @@ REBUILD_AFTER = 2500  # points on screen before a live page re-downsamples from 
 
 
 def layout(run_id: str | None = None, metric: str | None = None, **_: Any) -> html.Div:
-    rid = int(run_id) if run_id and str(run_id).isdigit() else None
-    if rid is None:
+    # ASCII digits only ("²".isdigit() is true, int("²") fails), within the 32-bit id range
+    text = str(run_id) if run_id else ""
+    rid = int(text) if text.isascii() and text.isdigit() and len(text) <= 10 else None
+    if rid is None or not 1 <= rid <= limits.MAX_ID:
         return empty_state(f"No run {run_id!r}.")
 
     return html.Div(
@@ -70,6 +73,7 @@ def layout(run_id: str | None = None, metric: str | None = None, **_: Any) -> ht
                     dcc.Download(id="run-csv"),
                 ],
             ),  # fmt: skip
+            run_actions.panel(),
             html.Div(
                 dcc.Graph(id="run-graph", config=GRAPH_CONFIG, style={"height": 480}),
                 className="card",
@@ -87,13 +91,12 @@ def layout(run_id: str | None = None, metric: str | None = None, **_: Any) -> ht
                     ),
                 ],
             ),
-            html.Div(
-                className="grid2",
-                children=[
-                    html.Div([html.H3("Config"), html.Pre(id="run-config", className="config")]),
-                    html.Div([html.H3("Alerts"), html.Div(id="run-alerts")]),
-                ],
-            ),
+            # Full width, the alerts first: their messages are long sentences, which half of a
+            # 1400 px page cut off; the config is short.
+            html.H3("Alerts"),
+            html.Div(id="run-alerts"),
+            html.H3("Config"),
+            html.Pre(id="run-config", className="config"),
             dcc.Interval(id="run-tick", interval=TICK_MS),
         ]
     )
@@ -206,7 +209,10 @@ def _alerts(d: dict[str, Any]) -> Any:
         for a in d["alerts"]
     ]
     cols = [column(n, n) for n in ("state", "kind", "message", "created_at")]
-    return table("run-alerts-table", cols, data=rows, page_size=10)
+    # The message wraps instead of ending in an ellipsis.
+    return table("run-alerts-table", cols, data=rows, page_size=10,
+                 style_data_conditional=[{"if": {"column_id": "message"},
+                                          "whiteSpace": "normal", "maxWidth": 760}])
 
 
 def _figures(d: dict[str, Any]) -> tuple:
@@ -230,6 +236,8 @@ def _figures(d: dict[str, Any]) -> tuple:
 
 
 def register_callbacks(app: Dash, ctx: DashContext) -> None:
+    run_actions.register_callbacks(app, ctx)
+
     @app.callback(
         Output("run-graph", "figure"),
         Output("run-history", "figure"),
@@ -309,7 +317,10 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
         prevent_initial_call=True,
     )
     def download(_n: int, run_id: int, cache: dict | None) -> dict:
-        d = data.run_detail(ctx.store, run_id, (cache or {}).get("metric"))
+        try:
+            d = data.run_detail(ctx.store, run_id, (cache or {}).get("metric"))
+        except NotFound:
+            raise PreventUpdate from None  # the page already says the run is gone
         pts = d["points"]
         res = FitResult.from_dict(d["fit"])
         fitted = predict(res, pts["compute"]) if res.params else [None] * len(pts["compute"])

@@ -52,7 +52,7 @@ def _columns(
         cols.append(column("open alerts", "alerts", "numeric"))
     cols += [
         column(f"current {metric}", "current", "numeric"),
-        column(f"last compute{u}", "last_compute", "numeric"),
+        column(f"last compute{u}", "last_compute", "compute"),
         column(f"target{u}", "target", "numeric"),
     ]
     if unit is None:
@@ -287,12 +287,12 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
     ) -> dict:  # fmt: skip
         if view == "groups":
             ids = ["name", "project"] + [
-                c["id"] for c in gcols if c["id"] not in ("group", "project")
+                c["id"] for c in gcols or [] if c["id"] not in ("group", "project")
             ]
             text = to_csv(ids, ([r.get(k) for k in ids] for r in grows or []))
             return {"content": text, "filename": "groups.csv", "type": "text/csv"}
         ids = ["id", "name", "group_name"] + [
-            c["id"] for c in cols if c["id"] not in ("run", "group")
+            c["id"] for c in cols or [] if c["id"] not in ("run", "group")
         ]
         text = to_csv(ids, ([r.get(k) for k in ids] for r in rows or []))
         return {"content": text, "filename": "runs.csv", "type": "text/csv"}

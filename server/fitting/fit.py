@@ -12,6 +12,7 @@ from . import grid as G
 from . import lm
 from .breaks import Break, detect_break
 from .intervals import DRIFT_RATE, analyse, band, extra_half_width, posterior_summary
+from .misspec import disagrees
 from .model import FloatArray, frac
 from .noise_prior import prior_record
 from .posterior import posterior_axes
@@ -449,8 +450,16 @@ def finish(prep: Prepared, options: FitOptions, pf: PointFit) -> FitResult:
     tail = "; the run has probably not passed its knee"
     if why is None:
         why, tail = too_early(c_mid, fit_end), ""
-    # A run whose data disagree with every sigmoid has no A to claim, however narrow.
+    # A run whose data disagree with every sigmoid has no A to claim, however narrow. Two
+    # checks, each for a departure the other misses: a smooth bend of the residuals beyond what
+    # AR(1) noise explains (withheld.misfit, every fit), and a curve with an asymmetric knee
+    # that fits significantly better and levels off elsewhere (misspec.disagrees, only on a
+    # fit about to claim A: it costs three small least-squares fits).
     mis = misfit(prep.x, prep.y, pf.theta, fit_r0)
+    other_shape = None
+    if why is None and mis is None:
+        other_shape = disagrees(prep.x, prep.y, pf.theta, fit_r0, (lo, hi), ci_a)
+        why = other_shape
     if why is not None or mis is not None:
         lower = a_lower_bound(ci_a, draws, fit_end)
         a_lo, a_hi = ci_a
@@ -464,7 +473,8 @@ def finish(prep: Prepared, options: FitOptions, pf: PointFit) -> FitResult:
             predicted_at_target=pred, predicted_interval=pred_iv, curve_interval=curve_iv,
             message=message, draws=draws,
             withheld=explain(prep.x, draws, fit_r0, ci_a, None if ci is None else ci["C_mid"],
-                             c_mid, fit_end, (lo, hi), common.get("rho"), RULES, mis, message),
+                             c_mid, fit_end, (lo, hi), common.get("rho"), RULES, mis, message,
+                             other_shape),
             **common)
     return FitResult(
         status="ok", A=a_point, A_lower_bound=ci_a[0], ci=ci, predicted_at_target=pred,

@@ -350,19 +350,24 @@ def explain(
     x: FloatArray, draws: Any, fit_r0: bool, ci_a: tuple[float, float],
     ci_cmid: tuple[float, float] | None, c_mid: float | None, fit_end: float | None,
     value_range: tuple[float, float], rho: tuple[float, float] | None, rules: Rules,
-    mis: Misfit | None, message: str,
+    mis: Misfit | None, message: str, other_shape: str | None = None,
 ) -> dict[str, Any]:
     """The ``withheld`` object of a fit ``fit.finish`` withholds A from: the reasons, and (unless
     the run is misspecified, where more of the same data would not help) the compute that
     would identify it.  ``x``: the window's ln(C / c0); ``message``: the fit's own, for the
-    fallback reason."""
+    fallback reason; ``other_shape``: why ``misspec.disagrees`` found another curve with another
+    ceiling (the interval itself is narrow then)."""
     reasons = [misfit_reason(mf) for mf in (mis,) if mf is not None]
-    reasons += interval_reasons(ci_a, ci_cmid, c_mid, fit_end, value_range, rho, int(x.size),
-                                rules)
+    if other_shape is not None:
+        reasons.append(reason("misspecified", f"A's 95% interval {other_shape}; no A is claimed"))
+    else:
+        reasons += interval_reasons(ci_a, ci_cmid, c_mid, fit_end, value_range, rho,
+                                    int(x.size), rules)
     if not reasons:
         reasons.append(reason("not_identified", message))
     factor = None
-    searched = mis is None and fit_end is not None and len(draws) > 0
+    searched = (mis is None and other_shape is None and fit_end is not None
+                and len(draws) > 0)
     if searched:
         factor = compute_to_identify(x, np.asarray(draws, dtype=float), fit_r0, ci_a, ci_cmid,
                                      fit_end or 0.0, value_range, rules,

@@ -32,6 +32,14 @@ class NotFound(LookupError):
     pass
 
 
+class InvalidName(ValueError):
+    """A name a run cannot have (`run_names.check_run_name`); the message says why."""
+
+
+class NameTaken(ValueError):
+    """Another run of the project already has the name (runs are named within a project)."""
+
+
 @dataclass(frozen=True)
 class RunQuery:
     project: str | None = None

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import delete, exists, func, select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, selectinload
 
 from scalewatch.server.db.models import (
@@ -22,10 +23,12 @@ from scalewatch.server.store.base import NotFound, RunQuery
 from scalewatch.server.store.common import SqlBase, dialect_insert, iso
 from scalewatch.server.store.fit_metric import choose, choose_fit_metric
 from scalewatch.server.store.group_marks import mark_group_dirty
+from scalewatch.server.store.run_names import NameTaken, check_run_name
 
 DEFAULT_FIT_METRICS = ("val_pass_rate", "reward")
 PATCHABLE = {
-    "status", "tags", "notes", "target_compute", "fit_metric", "fit_settings", "config", "group",
+    "name", "status", "tags", "notes", "target_compute", "fit_metric", "fit_settings", "config",
+    "group",
 }
 
 
@@ -244,6 +247,8 @@ class RunsMixin(SqlBase):
                 changes = {**changes, **merge(self._run_dicts(s, [run_id])[0])}
             changes = {k: v for k, v in changes.items() if k in PATCHABLE}
             refit = False
+            if "name" in changes and changes["name"] != run.name:
+                self._rename(s, run, check_run_name(changes["name"]))
             if "tags" in changes:
                 tags = list(dict.fromkeys(changes["tags"] or []))
                 run.tags = tags
@@ -278,6 +283,21 @@ class RunsMixin(SqlBase):
             if "group" in changes:  # last: group rows are locked after the run's series
                 self._set_group(s, run, changes["group"])
             return self._run_dicts(s, [run_id])[0]
+
+    def _rename(self, s: Session, run: Run, name: str) -> None:
+        """Rename within the run's project; NameTaken when another run has the name (checked
+        first for a clear message; the unique constraint still guards a concurrent rename)."""
+        taken = s.scalar(select(exists().where(
+            Run.project_id == run.project_id, Run.name == name, Run.id != run.id)))
+        if taken:
+            raise NameTaken(f"project {run.project.name!r} already has a run named {name!r}")
+        run.name = name
+        try:
+            with s.begin_nested():
+                s.flush()
+        except IntegrityError:
+            raise NameTaken(
+                f"project {run.project.name!r} already has a run named {name!r}") from None
 
     def _fit_metric_of(self, s: Session, run: Run) -> str:
         names = s.scalars(select(Series.name).where(Series.run_id == run.id)).all()

@@ -240,7 +240,7 @@ def test_select_two_runs_compare_and_budget_flips_winner(seeded, page) -> None: 
     verdict.get_by_text(re.compile(r"winner at 3,000 .*: fast-lowceiling")).wait_for()
     budget.fill(str(int(LARGE_BUDGET)))
     budget.press("Enter")
-    verdict.get_by_text(re.compile(r"winner at 200,000 .*: slow-highceiling")).wait_for()
+    verdict.get_by_text(re.compile(r"winner at 200k .*: slow-highceiling")).wait_for()
     # The URL follows the budget the render writes back, a moment after the verdict shows (the
     # clientside callback waits for that render): wait for it, as for the small budget above.
     page.wait_for_function(
@@ -452,3 +452,69 @@ def test_auth_login_and_write_scope_for_ack(tmp_path, browser) -> None:  # noqa:
         context.close()
     finally:
         server.stop()
+
+
+def test_rename_and_delete_a_run_from_its_page(seeded, page) -> None:  # noqa: ANN001
+    """Issue 36 item 5: rename on the Run page (the page reloads with the new name), then
+    delete after the browser's confirmation, back on the Runs page."""
+    server, _ = seeded
+    with server.client() as client:  # its own project: the other tests' runs are unchanged
+        rid = create_run(client, "rename-ui", "before-rename")
+        create_run(client, "rename-ui", "taken")
+    page.goto(f"{server.url}/dashboard/run/{rid}")
+    page.locator("#run-title", has_text="before-rename").wait_for()
+    page.locator("#run-actions summary").click()
+    page.fill("#run-rename-name", "taken")
+    page.locator("#run-rename-btn").click()
+    page.locator("#run-rename-bad", has_text="already has a run named 'taken'").wait_for()
+    page.fill("#run-rename-name", "after-rename")
+    page.locator("#run-rename-btn").click()
+    page.locator("#run-title", has_text="after-rename").wait_for()
+    assert httpx.get(f"{server.url}/api/v1/runs/{rid}").json()["name"] == "after-rename"
+    page.locator("#run-actions summary").click()
+    dismissed: list[str] = []
+    page.once("dialog", lambda d: (dismissed.append(d.message), d.dismiss()))
+    page.locator("#run-delete-btn").click()
+    deadline = time.monotonic() + 30
+    while not dismissed:
+        assert time.monotonic() < deadline, "no confirmation asked"
+        page.wait_for_timeout(100)
+    assert "Delete run 'after-rename'" in dismissed[0]
+    assert httpx.get(f"{server.url}/api/v1/runs/{rid}").status_code == 200  # dismissed: kept
+    page.once("dialog", lambda d: d.accept())
+    page.locator("#run-delete-btn").click()
+    page.wait_for_url(re.compile(r"/dashboard/$"))
+    assert httpx.get(f"{server.url}/api/v1/runs/{rid}").status_code == 404
+    assert page.js_errors == []
+
+
+FITS_1400 = """(sel) => {
+    const t = document.querySelector(sel);
+    if (!t) { return null; }
+    const box = t.closest('.dash-spreadsheet-container') || t;
+    const cut = [...t.querySelectorAll('td, th')].filter(c => c.scrollWidth > c.clientWidth + 1)
+        .map(c => c.innerText);
+    return {wide: box.scrollWidth > box.clientWidth + 1,
+            right: t.getBoundingClientRect().right, page: document.body.clientWidth, cut};
+}"""
+
+
+def test_parameter_and_alert_tables_fit_1400_px(seeded, browser) -> None:  # noqa: ANN001
+    """Issue 36 item 7: at 1400 px the Compare parameter table and the Run page's alerts
+    table show every column without a scroll bar, and no cell is cut short."""
+    server, ids = seeded
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(90_000)
+    try:
+        page.goto(f"{server.url}/dashboard/compare?runs={ids['fast-lowceiling']},"
+                  f"{ids['slow-highceiling']}")
+        page.locator("#cmp-params td[data-dash-column='C_mid']").first.wait_for()
+        got = page.evaluate(FITS_1400, "#cmp-params table")
+        assert got and not got["wide"] and got["right"] <= got["page"], got
+        page.goto(f"{server.url}/dashboard/run/{ids['fast-lowceiling']}")
+        page.locator("#run-alerts-table td[data-dash-column='message']").first.wait_for()
+        got = page.evaluate(FITS_1400, "#run-alerts-table table")
+        assert got and not got["wide"] and got["cut"] == [] and got["right"] <= got["page"], got
+    finally:
+        context.close()

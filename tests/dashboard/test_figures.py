@@ -96,7 +96,7 @@ def test_compare_figure_overlays_runs_to_the_budget() -> None:
     ext = [t for t in fig.data if t.meta == "extrapolation"]
     assert all(max(t.x) >= 200000.0 * 0.999 for t in ext)
     texts = " ".join(a.text for a in fig.layout.annotations)
-    assert "budget 200,000" in texts and "downsampled" in texts
+    assert "budget 200k" in texts and "downsampled" in texts
     # each run keeps its colour in every trace
     for it in items:
         colors = {t.line.color for t in fig.data if t.legendgroup == f"run{it['id']}" and t.line}
@@ -331,3 +331,73 @@ def test_fit_caption_gives_a_b_prior_its_own_line() -> None:
     one, two = (F.run_figure(pts, f, color="#000", unit="GPU-hours", metric="m")
                 for f in ({**fit, "prior": {"B": b}}, both))
     assert two.layout.margin.t > one.layout.margin.t and two.layout.legend.y > one.layout.legend.y
+
+
+def test_large_compute_reads_in_engineering_form() -> None:
+    """Issue 36 item 3: FLOP counts and large GPU-hour figures are not 13-digit numbers."""
+    from scalewatch.dashboard.components import column
+    from scalewatch.dashboard.figures import fmt
+
+    assert [fmt(v) for v in (1.04e9, 16_000, 250_000, 12_345, 999_999, 3.2e21, -16_000)] == [
+        "1.04e9", "16k", "250k", "12.3k", "1e6", "3.2e21", "-16k"]
+    assert [fmt(v) for v in (9_999, 2_500, 0.5, 512)] == ["9,999", "2,500", "0.5", "512"]
+    col = column("last compute", "last_compute", "compute")
+    assert col["type"] == "numeric" and col["format"] == {"specifier": ".3~s"}
+
+
+def test_ceiling_chart_labels_clear_intervals_markers_and_each_other() -> None:
+    """Issue 36 item 7: a highlighted run's label printed over its own interval bar (above or
+    below its marker) and over a neighbour's label; now each is placed clear of every marker,
+    interval and label placed before it."""
+    from scalewatch.dashboard.figures.compare import (
+        _label_box,
+        _overlaps,
+        _pixels,
+        _point,
+        _ranges,
+        ceiling_figure,
+    )
+
+    rows = [
+        {"id": 1, "label": "run-with-a-wide-interval", "highlight": True, "A": 0.60,
+         "A_ci": [0.50, 0.70], "B": 1.9, "color": "#e15759"},
+        {"id": 2, "label": "its-close-neighbour", "highlight": True, "A": 0.62,
+         "A_ci": [0.61, 0.63], "B": 1.95, "color": "#4e79a7"},
+        {"id": 3, "label": "other", "A": 0.58, "B": 2.4},
+        {"id": 4, "label": "far", "A": 0.75, "B": 1.2},
+    ]  # fmt: skip
+    fig = ceiling_figure(rows)
+    runs = [t for t in fig.data if t.meta == "run"]
+    assert len(runs) == 2
+    xr, yr = _ranges([r for r in rows if r.get("B")])
+    boxes = []
+    for trace, row in zip(runs, rows[:2], strict=True):
+        x, y, text = _point(row)
+        px, py = _pixels(x, y, xr, yr)
+        box = _label_box(px, py, text, trace.textposition)
+        (_, top), (_, bottom) = _pixels(x, row["A_ci"][1], xr, yr), _pixels(x, row["A_ci"][0],
+                                                                           xr, yr)
+        assert not _overlaps(box, (px - 5, top, px + 5, bottom)), trace.textposition
+        boxes.append(box)
+    assert not _overlaps(*boxes)
+
+
+def test_break_label_sits_where_no_point_is() -> None:
+    """Issue 36 item 7: the break's label was drawn at 90% of the plot's height whatever the
+    points there, over the run's points when they were high at the break. Now it goes to the
+    height farthest from the points it covers, on a white ground."""
+    import numpy as np
+
+    from scalewatch.dashboard.figures.run import clear_height
+
+    c = np.geomspace(100, 10_000, 200)
+    rising = 0.3 + 0.4 * (np.log10(c) - 2) / 2  # high near the end
+    fit = {"status": "unidentified", "A": None, "B": 1.9, "C_mid": 2500.0, "R0": 0.3,
+           "break": {"compute": 9000.0, "drop": 0.05, "regime": "too_few_points"}}
+    fig = F.run_figure({"compute": list(c), "values": list(rising)}, fit, color="#000",
+                       unit="GPU-hours", metric="m")  # fmt: skip
+    (note,) = [a for a in fig.layout.annotations if a.text.startswith("break")]
+    near = (rising[(c <= 9000) & (c >= 9000 / 4)] - rising.min()) / np.ptp(rising)
+    assert note.y < near.min() - 0.1 and note.bgcolor  # below the points, not over them
+    falling = rising[::-1]  # low near the end: the label goes above
+    assert clear_height(c, falling, 9000.0) > 0.5

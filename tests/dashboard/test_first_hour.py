@@ -44,7 +44,7 @@ def test_a_run_without_a_curve_shows_the_fits_message() -> None:
 
 def test_run_headline_is_the_forecast_at_target() -> None:
     head = F.forecast_headline(OK_FIT, 16000.0, "GPU-hours")
-    assert head["label"] == "forecast at 16,000 GPU-hours"
+    assert head["label"] == "forecast at 16k GPU-hours"
     assert head["value"] == F.forecast_text(OK_FIT) == "0.601 [0.590, 0.610]"
     unid = {**OK_FIT, "status": "unidentified", "A": None}
     assert F.forecast_headline(unid, 16000.0, "GPU-hours")["value"] == "[0.590, 0.610]"
@@ -56,6 +56,27 @@ def test_run_headline_is_the_forecast_at_target() -> None:
                                16000.0, "GPU-hours")
     assert none["value"] == "–" and none["note"] == "need 5 points"
     assert "target" in F.forecast_headline(OK_FIT, None, "GPU-hours")["note"]
+
+
+def test_a_run_without_a_target_is_forecast_at_no_target(store) -> None:  # noqa: ANN001
+    """Without a target the fit predicts at the last compute; the Run page must not present
+    that as the run's target ("forecast at 10,000 GPU-hours", "forecast at target")."""
+    from scalewatch.dashboard.data import run_detail
+    from scalewatch.server.ingest import PointRow
+    from scalewatch.server.refit import Refitter
+    from tests.dashboard.seed import series
+
+    run, _ = store.get_or_create_run("p", "no-target")
+    c, y = series({"A": 0.6, "B": 1.9, "C_mid": 2500.0})
+    store.ingest_points(run["id"], [PointRow("val_pass_rate", i, float(ci), float(yi), None)
+                                    for i, (ci, yi) in enumerate(zip(c, y, strict=True))])
+    Refitter(store).run_once()
+    d = run_detail(store, run["id"])
+    assert d["fit"].get("target_compute")  # the fit's own default: the last compute
+    assert d["target"] is None
+    head = F.forecast_headline(d["fit"], d["target"], d["unit"])
+    assert head["label"] == "forecast" and head["value"] == "–"
+    assert "no target compute" in head["note"]
 
 
 def test_counts_read_as_english() -> None:

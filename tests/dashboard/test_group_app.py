@@ -126,7 +126,14 @@ def test_compare_groups_verdict_params_and_ceiling(client: TestClient) -> None:
     assert params[f"group:{RECIPE}"]["points"] == "3 seeds, 240 points"
     assert params["group:recipe-b"]["run"].startswith("[recipe\\-b](/dashboard/group?")
     verdict = str(out["cmp-verdict"]["children"])
-    assert "recipe-b has the higher ceiling" in verdict and "winner at 20,000" in verdict
+    assert "recipe-b has the higher ceiling" in verdict and "winner at 20k" in verdict
+    # The next tick sends the page's change token back (groups nest it five deep): the
+    # callback check lets it through, and with nothing new nothing is sent.
+    tick = dash_call(client, "cmp-graph", {**values, "cmp-budget.value": 20000,
+                                           "cmp-token.data": out["cmp-token"]["data"],
+                                           "cmp-tick.n_intervals": 1},
+                     changed=["cmp-tick.n_intervals"], deps=deps)  # fmt: skip
+    assert tick.status_code == 204, tick.text
     # The same verdict as the REST API's (one service).
     api = client.get("/api/v1/compare", params={"project": "p", "group": [RECIPE, "recipe-b"],
                                                 "budget": 20000}).json()

@@ -92,7 +92,7 @@ def test_headline_says_pooled_over_k_seeds_and_spread(recipe: tuple) -> None:
     head = F.group_headline(fit, TARGET, "GPU-hours")
     assert head["label"] == "recipe ceiling A, pooled over 3 seeds"
     assert head["value"] == F.a_text(fit) and "[" in head["value"]
-    assert "one seed at 20,000 GPU-hours" in head["note"]
+    assert "one seed at 20k GPU-hours" in head["note"]
     assert "seed spread of A: sd " in head["note"]
 
 
@@ -158,7 +158,7 @@ def test_by_group_row_and_member_rows(recipe: tuple) -> None:
         {**m, "fit": own, "run": {"status": "running", "last_compute": 10000.0}, "total": 100,
          "reason": own["reason"]}
         for m, own in zip(members, fit["members"], strict=True)
-    ]}  # fmt: skip
+    ], "fit": fit}  # fmt: skip
     rows = group_data.member_rows(detail)
     pools = [r["pool"] for r in rows]
     assert pools.count("broke") == 1 and "off the curve" in pools and "pooled" in pools
@@ -216,3 +216,69 @@ def test_ceiling_figure_recipe_with_interval_and_its_seeds(recipe: tuple) -> Non
     unident = {**rows[1], "A": None, "A_ci": None, "A_lower_bound": 0.58}
     tr = next(t for t in F.ceiling_figure([unident]).data if t.meta == "recipe")
     assert tr.marker.symbol == "triangle-up" and tr.y[0] == 0.58 and "A ≥" in tr.name
+
+
+def test_each_seed_shows_its_own_offset_not_the_shrunk_one() -> None:
+    """Seeds that agree: the pooled model puts the seed spread at zero and stores an offset of
+    exactly 0 for every seed, which the table showed as +0.000 for all. The table shows each
+    seed's own A minus the recipe's, with its own interval moved alike."""
+    recipe = {"status": "ok", "A": 0.700, "ci": {"A": [0.690, 0.710]}}
+    owns = [(0.690, [0.675, 0.705]), (0.712, [0.700, 0.724]), (0.701, [0.690, 0.713])]
+    detail = {"fit": recipe, "members": [
+        {"id": i, "name": f"s{i}", "run": {"status": "running"}, "total": 10, "reason": "",
+         "break": None, "off_curve": False, "included": True,
+         "fit": {"status": "ok", "A": a, "ci": {"A": ci}, "offset": 0.0,
+                 "offset_ci": [0.0, 0.0]}}
+        for i, (a, ci) in enumerate(owns)
+    ]}  # fmt: skip
+    offsets = [r["offset"] for r in group_data.member_rows(detail)]
+    assert offsets == ["-0.010 [-0.025, +0.005]", "+0.012 [+0.000, +0.024]",
+                       "+0.001 [-0.010, +0.013]"]
+    pending = {**detail, "fit": {"status": "pending"}}
+    assert {r["offset"] for r in group_data.member_rows(pending)} == {"–"}
+
+
+def _comparison(a_hi: float) -> dict:
+    return {"margin": 0.02, "budget": 1e4, "pairs": [{
+        "runs": ["recipe-a", "recipe-b"],
+        "decision": {"rule": "different_asymptote", "higher_asymptote": "recipe-b",
+                     "reason": "|dA| = 0.025 > 0.02: the higher asymptote wins"},
+        "crossover": None,
+        "winner_at_budget": {"run": "recipe-b", "probability": 0.8},
+    }]}  # fmt: skip
+
+
+def test_group_verdict_names_no_winner_while_pooled_intervals_overlap() -> None:
+    """Point estimates 0.025 apart (over the 0.02 rule) but intervals overlapping by 0.03:
+    the verdict says "not distinguishable yet" with both intervals, and names no winner."""
+    from scalewatch.dashboard import data
+
+    intervals = {"recipe-a": [0.680, 0.720], "recipe-b": [0.690, 0.750]}
+    (line,) = data.verdict_lines(_comparison(0.72), "GPU-h", None, intervals,
+                                 {"recipe-a", "recipe-b"})  # fmt: skip
+    assert line["rule"].startswith("not distinguishable yet")
+    assert "recipe-a A [0.680, 0.720]" in line["rule"] and "[0.690, 0.750]" in line["rule"]
+    assert "recipe-b" not in line["winner"] and "no winner" in line["winner"]
+    # Intervals that overlap by at most the margin: the paper's verdict and the winner stand.
+    apart = {"recipe-a": [0.680, 0.705], "recipe-b": [0.690, 0.750]}
+    (line,) = data.verdict_lines(_comparison(0.72), "GPU-h", None, apart,
+                                 {"recipe-a", "recipe-b"})  # fmt: skip
+    assert "higher ceiling" in line["rule"] and "winner at" in line["winner"]
+    assert "recipe-b" in line["winner"]
+    # Two plain runs keep the paper's rule on point estimates, as before.
+    (line,) = data.verdict_lines(_comparison(0.72), "GPU-h", None, intervals, set())
+    assert "higher ceiling" in line["rule"]
+
+
+def test_group_legend_is_below_the_plot_clear_of_title_and_caption(recipe: tuple) -> None:
+    """Issue 36 item 7: a recipe's legend (a line per seed, its break marks, and the recipe's
+    fit, band and extrapolation) wrapped into rows above the plot, over the title and the
+    caption. It sits below the plot now, under the axis title."""
+    members, fit = recipe
+    fig = F.group_figure(members, fit, unit="GPU-hours", metric="val_pass_rate",
+                         color=F.group_color("g"), title="g: val_pass_rate", target=TARGET)
+    legend = fig.layout.legend
+    assert legend.orientation == "h" and legend.yanchor == "top" and legend.y < -0.1
+    above = [a for a in fig.layout.annotations if a.yref == "paper" and a.y >= 1.0]
+    assert above and all(a.yanchor == "bottom" for a in above)  # the caption, over the plot
+    assert fig.layout.margin.b >= 120  # room for the axis title and the legend rows

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, HTTPException, Query, Response
 
 from scalewatch.server import limits
 from scalewatch.server.api.deps import ADMIN, AUTH_RESPONSES, PROJECTS, READ, WRITE, StoreDep
@@ -18,6 +18,7 @@ from scalewatch.server.api.schemas import (
     not_found,
 )
 from scalewatch.server.store.base import RunQuery
+from scalewatch.server.store.run_names import InvalidName, NameTaken
 
 router = APIRouter(
     prefix="/api/v1/runs", tags=["runs"], responses=AUTH_RESPONSES, dependencies=[PROJECTS]
@@ -71,12 +72,18 @@ def get_run(run_id: PathId, store: StoreDep) -> dict:
 
 @router.patch("/{run_id}", response_model=RunOut, dependencies=[WRITE], responses=NOT_FOUND)
 def patch_run(run_id: PathId, body: RunPatch, store: StoreDep) -> dict:
-    """Change status, tags, notes, target compute, fit metric, fit settings (these refit) or
-    group (null: out of its group; the groups it left and joined are refitted)."""
+    """Rename (409 when the project has a run of that name); change status, tags, notes,
+    target compute, fit metric, fit settings (these refit) or group (null: out of its group;
+    the groups it left and joined are refitted)."""
     changes = body.model_dump(exclude_unset=True)
     if "fit_settings" in changes and body.fit_settings is not None:
         changes["fit_settings"] = body.fit_settings.model_dump(exclude_unset=True)
-    return store.update_run(run_id, changes)
+    try:
+        return store.update_run(run_id, changes)
+    except NameTaken as exc:
+        raise HTTPException(409, str(exc)) from None
+    except InvalidName as exc:  # the schema checks first; this is the store's own check
+        raise HTTPException(422, str(exc)) from None
 
 
 @router.delete("/{run_id}", status_code=204, dependencies=[ADMIN], responses=NOT_FOUND)

@@ -85,6 +85,8 @@ class RunCreate(BaseModel):
 
 class RunPatch(BaseModel):
     model_config = ConfigDict(extra="forbid")
+    name: str | None = Field(None, min_length=1, max_length=limits.MAX_NAME_LENGTH,
+                             description="rename the run (409 when its project has the name)")
     status: RunStatus | None = None
     tags: list[str] | None = None
     notes: str | None = Field(None, max_length=limits.MAX_NOTES_LENGTH)
@@ -95,6 +97,13 @@ class RunPatch(BaseModel):
         None, min_length=1, max_length=limits.MAX_GROUP_LENGTH,
         description="move the run into this group; null takes it out of its group",
     )
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str | None) -> str:
+        if v is None:
+            raise ValueError("a run keeps a name: give the new one")
+        return clean_text(v, "names")
 
     @model_validator(mode="before")
     @classmethod

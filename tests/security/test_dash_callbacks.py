@@ -1,0 +1,179 @@
+"""Issue 35: the Dash callback endpoint refuses what its callbacks were not written for (a 4xx
+naming the input, never a 500 or minutes of work), every registered callback is covered by the
+one check in front of them, Dash's file route answers 404 to traversal attempts, and a bearer
+write token in an `Authorization` header works for the write callbacks."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from fastapi.testclient import TestClient
+
+from scalewatch.dashboard.callback_client import dash_call
+from scalewatch.dashboard.callback_guard import server_side, spec_for
+from scalewatch.server import limits
+from scalewatch.server.scopes import AUTH_COOKIE
+from tests.security.conftest import Authed
+
+UPDATE = "/dashboard/_dash-update-component"
+
+
+def _login(client: TestClient, token: str) -> None:
+    r = client.post("/login", data={"token": token, "next": "/dashboard/"}, follow_redirects=False)
+    assert r.status_code == 303 and AUTH_COOKIE in client.cookies
+
+
+@pytest.fixture
+def signed_in(authed_db: Authed) -> Authed:
+    _login(authed_db.client, authed_db.tokens["read"])
+    authed_db.deps = authed_db.client.get("/dashboard/_dash-dependencies").json()  # type: ignore[attr-defined]
+    return authed_db
+
+
+def _call(a: Authed, output: str, values: dict, changed: list[str] | None = None):  # noqa: ANN202
+    return dash_call(a.client, output, values, changed=changed, deps=a.deps)  # type: ignore[attr-defined]
+
+
+def test_twenty_thousand_run_ids_are_refused_at_once(signed_in: Authed) -> None:
+    ids = list(range(1, 20_001))
+    started = time.monotonic()
+    r = _call(signed_in, "cmp-scatter", {"cmp-ids.data": ids})
+    assert r.status_code == 400
+    assert "cmp-ids.data" in r.json()["detail"] and f"at most {limits.MAX_COMPARE_RUNS}" in r.text
+    # a refusal, not 44 s of work: a generous bound that only the old behaviour breaks
+    assert time.monotonic() - started < 10
+    ok = _call(signed_in, "cmp-scatter", {"cmp-ids.data": [1, 2]})
+    assert ok.status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("output", "values", "where"),
+    [
+        ("run-graph", {"run-id.data": 10**30}, "run-id.data"),
+        ("run-csv", {"run-id.data": 10**30, "run-csv-btn.n_clicks": 1}, "run-id.data"),
+        ("run-graph", {"run-id.data": 1, "run-cache.data": {"metric": "m"}}, "run-cache.data"),
+        ("cmp-graph", {"cmp-ids.data": [1], "cmp-budget.value": 1e308}, "cmp-budget.value"),
+        ("cmp-graph", {"cmp-ids.data": ["x", {}]}, "cmp-ids.data[0]"),
+        ("cmp-scatter", {"cmp-ids.data": ["x", {}]}, "cmp-ids.data[0]"),
+        ("cmp-groups", {"cmp-ids.data": [2**40]}, "cmp-ids.data[0]"),
+        ("cmp-graph", {"cmp-ids.data": [1], "cmp-token.data": {"data": [10**30]}},
+         "cmp-token.data"),
+        ("grp-graph", {"grp-key.data": {"project": "p", "grup": "g"}}, "grp-key.data"),
+        ("grp-graph", {"grp-key.data": {"x": 1}}, "grp-key.data"),
+        ("grp-csv", {"grp-key.data": None, "grp-csv-btn.n_clicks": 1}, "grp-key.data"),
+        ("runs-table", {"runs-project.value": "p\x00"}, "runs-project.value"),
+        ("runs-table", {"runs-project.value": ["p"]}, "runs-project.value"),
+        ("alerts-msg", {"alerts-ack.n_clicks": 1, "alerts-table.selected_row_ids": [-1]},
+         "alerts-table.selected_row_ids[0]"),
+    ],
+)  # fmt: skip
+def test_bad_callback_inputs_are_400_naming_the_input(
+    signed_in: Authed, output: str, values: dict, where: str
+) -> None:
+    r = _call(signed_in, output, values)
+    assert r.status_code == 400, r.text
+    assert r.json()["detail"].startswith(where)
+
+
+def test_json_infinity_and_nan_are_refused(signed_in: Authed) -> None:
+    body = {
+        "output": "cmp-scatter.figure",
+        "outputs": {"id": "cmp-scatter", "property": "figure"},
+        "inputs": [{"id": "cmp-ids", "property": "data", "value": [1]},
+                   {"id": "cmp-groups", "property": "value", "value": None},
+                   {"id": "cmp-project", "property": "data", "value": None}],
+        "state": [{"id": "cmp-metric", "property": "data", "value": None}],
+        "changedPropIds": [],
+    }  # fmt: skip
+    raw = json.dumps(body).replace('"value": [1]', '"value": [Infinity]')
+    r = signed_in.client.post(UPDATE, content=raw, headers={"content-type": "application/json"})
+    assert r.status_code == 400 and "cmp-ids.data[0]" in r.text
+    # a lone surrogate (JSON can carry one as an escape) cannot be stored or sent back
+    body["state"] = [{"id": "cmp-metric", "property": "data", "value": "m\udfff"}]
+    r = signed_in.client.post(UPDATE, content=json.dumps(body),
+                              headers={"content-type": "application/json"})
+    assert r.status_code == 400 and "cmp-metric.data" in r.text
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        [],
+        "x",
+        {"output": "nope.children", "outputs": {"id": "nope", "property": "children"}},
+        {"output": "cmp-scatter.figure@ee0b90792c905448c3428e39b46854c5"
+                   "8fe2978476811b7b699e18b6f3e50",  # a clientside callback
+         "outputs": {"id": "cmp-scatter", "property": "figure"},
+         "inputs": [{"id": "cmp-scatter", "property": "figure", "value": None}]},
+        {"output": "run-csv.data", "outputs": {"id": "run-csv", "property": "data"},
+         "inputs": [], "state": []},
+        {"output": "run-csv.data", "outputs": {"id": "other", "property": "data"},
+         "inputs": [{"id": "run-csv-btn", "property": "n_clicks", "value": 1}],
+         "state": [{"id": "run-id", "property": "data", "value": 1},
+                   {"id": "run-cache", "property": "data", "value": None}]},
+        {"output": "run-csv.data", "outputs": {"id": "run-csv", "property": "data"},
+         "inputs": [{"id": "run-id", "property": "data", "value": 1}],
+         "state": [{"id": "run-id", "property": "data", "value": 1},
+                   {"id": "run-cache", "property": "data", "value": None}]},
+    ],
+)  # fmt: skip
+def test_malformed_callback_requests_are_400(signed_in: Authed, body: object) -> None:
+    r = signed_in.client.post(UPDATE, json=body)
+    assert r.status_code == 400, r.text
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "dash/..%2F..%2Fsetup.py",
+        "dash/%2e%2e/%2e%2e/etc/passwd",
+        "dash/deps/..%2f..%2f__init__.py",
+        "nope/x.js",
+        "dash/x.js",
+        "plotly/..%2F..%2F..%2Fetc%2Fpasswd",
+    ],
+)
+def test_component_suites_traversal_is_404(signed_in: Authed, path: str) -> None:
+    r = signed_in.client.get(f"/dashboard/_dash-component-suites/{path}")
+    assert r.status_code == 404
+    assert "root:" not in r.text
+
+
+def test_every_server_callback_input_has_a_declared_check(signed_in: Authed) -> None:
+    dash_app = signed_in.app.state.dash_app
+    missing = [
+        f"{item['id']}.{item['property']}"
+        for cb in dash_app.callback_map.values()
+        if server_side(cb)
+        for item in [*cb.get("inputs", []), *cb.get("state", [])]
+        if spec_for(item["id"], item["property"]) is None
+    ]
+    assert not missing
+    assert len(dash_app.callback_map) >= 25  # every page's callbacks were seen
+
+
+def test_a_bearer_write_token_may_use_the_write_callbacks(authed_db: Authed) -> None:
+    """Flask hands the header over as "Authorization": it used to be missed, and the write
+    callbacks answered "needs a token with write scope" to a write token."""
+    c = authed_db.client
+    rid = c.post("/api/v1/runs", json={"project": "p", "name": "r"},
+                 headers=authed_db.h("write")).json()["id"]  # fmt: skip
+    rule = c.post(
+        "/api/v1/alert-rules",
+        json={"project": "p", "kind": "stalled", "run_id": rid, "params": {"minutes": 30}},
+        headers=authed_db.h("write"),
+    )
+    assert rule.status_code == 201, rule.text
+    deps = c.get("/dashboard/_dash-dependencies", headers=authed_db.h("read")).json()
+    values = {"rules-toggle.n_clicks": 1, "rules-table.selected_row_ids": [rule.json()["id"]]}
+    for scope, allowed in (("read", False), ("write", True)):
+        c.headers.update(authed_db.h(scope))
+        r = dash_call(c, "rules-msg", values, changed=["rules-toggle.n_clicks"], deps=deps)
+        assert r.status_code == 200, r.text
+        said = json.dumps(r.json()["response"])
+        assert ("rules-ok" in said) is allowed and ("rules-denied" in said) is not allowed
+    assert c.get(f"/api/v1/alert-rules/{rule.json()['id']}",
+                 headers=authed_db.h("read")).json()["enabled"] is False  # fmt: skip
