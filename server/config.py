@@ -62,7 +62,7 @@ class Settings(BaseSettings):
     dashboard_enabled: bool = Field(True, validation_alias=ENV_PREFIX + "DASHBOARD")
     refit_interval: float = 0.5  # how often the refitter polls for dirty (run, metric) pairs
     # The refitter and alert workers in a child process at this much lower OS priority, so fits
-    # never take the event loop's or ingest's CPU (server/refit/process.py). `scalewatch serve`
+    # never take the event loop's or ingest's CPU (server/refit_process.py). `scalewatch serve`
     # turns it on (`--refit-in-process` keeps the thread); in-process apps (tests) keep the thread.
     refit_process: bool = False
     refit_nice: int = Field(10, ge=0, le=19)

@@ -54,7 +54,10 @@ ALLOWED: dict[str, set[str]] = {
         "server.store",
         "server.fitting",
     },
-    "server.workers": {"server.refit", "server.alerts", "server.demo", "server.config"},
+    # the background work and the nice child process it runs in (`scalewatch serve`)
+    "server.refit_process": {"server.refit", "server.alerts", "server.config", "server.db",
+                             "server.store"},
+    "server.workers": {"server.refit_process", "server.demo", "server.config"},
     "server.api": {
         "server.config",
         "server.db",

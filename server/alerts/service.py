@@ -1,8 +1,8 @@
 """Wiring: evaluate rules after every stored fit, `stalled` on a timer, send webhooks.
 
-`start_alert_workers(settings, store)` is called by `scalewatch.server.workers.start_background`
-(in the server process or its refit child); it returns the background workers (webhook sender,
-stalled timer) and the service whose listeners the refitter calls.
+`scalewatch.server.refit_process.start_background` builds them (the webhook sender, the stalled
+timer and the service whose listeners the refitter calls), in the server process or its refit
+child.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from scalewatch.server.alerts.groups import evaluate_group
 from scalewatch.server.alerts.kinds import FIT_KINDS
 from scalewatch.server.alerts.webhooks import WebhookSender, build_body
 from scalewatch.server.background import PollingWorker
-from scalewatch.server.config import Settings
 from scalewatch.server.db.models import utcnow
 from scalewatch.server.store.base import DirtyGroup, Store
 
@@ -150,21 +149,3 @@ class StalledTimer(PollingWorker):
     def run_once(self) -> int:
         self.service.check_stalled()
         return 0  # always wait a full interval before the next check
-
-
-def start_alert_workers(settings: Settings, store: Store) -> tuple[list[Any], AlertService]:
-    """The webhook sender and the `stalled` timer, started; and the service whose `on_fit` /
-    `on_group_fit` the refitter calls after each stored fit."""
-    backoff = float(settings.webhook_backoff)
-    sender = WebhookSender(
-        store,
-        backoff=backoff,
-        backoff_max=max(3600.0, backoff),
-        max_attempts=int(settings.webhook_max_attempts),
-        timeout=float(settings.webhook_timeout),
-        poll_interval=min(2.0, max(backoff / 2, 0.05)),
-        allow_private=bool(settings.webhook_allow_private),
-    ).start()
-    service = AlertService(store, settings.base_url, sender)
-    timer = StalledTimer(service, float(settings.alert_interval)).start()
-    return [sender, timer], service

@@ -14,12 +14,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from datetime import datetime, timezone
 from typing import Any, Protocol
 
 import numpy as np
 
 from scalewatch.server.background import PollingWorker, worker_identity
-from scalewatch.server.db.models import utcnow
 from scalewatch.server.fitting import FitOptions, FitResult, fit_curve
 from scalewatch.server.fitting.hindcast import hindcast_of
 from scalewatch.server.refit.backfill import prefix_lengths
@@ -29,6 +29,10 @@ from scalewatch.server.store.base import DirtySeries, FitStore, GroupStore
 from scalewatch.server.store.fit_records import FitRecord
 
 log = logging.getLogger("scalewatch.refit")
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
 
 
 class FitCounter(Protocol):

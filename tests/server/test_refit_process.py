@@ -1,4 +1,4 @@
-"""Refits in a child process at a lower OS priority (`server/refit/process.py`), and the refit
+"""Refits in a child process at a lower OS priority (`server/refit_process.py`), and the refit
 lag: from a point's arrival to the fit that includes it (`series.dirty_since`, /metrics, the Run
 page). On SQLite and PostgreSQL."""
 
@@ -46,7 +46,7 @@ def _refit_children(pid: int) -> list[int]:
                     cmd = Path(f"/proc/{c}/cmdline").read_bytes()
                 except OSError:
                     continue
-                if b"scalewatch.server.refit.process" in cmd:
+                if b"scalewatch.server.refit_process" in cmd:
                     found.append(c)
         frontier = nxt
     return found

@@ -1,4 +1,5 @@
-"""The refitter and alert workers in a process of their own, at a lower OS priority.
+"""The background work of a server process (the refitter and the alert workers), and the
+child process at a lower OS priority that `scalewatch serve` runs it in.
 
 Fits are CPU-bound (numpy and plenty of Python between the numpy calls). Run as a thread of the
 server process they hold the GIL beside the event loop and take the same two cores as ingest:
@@ -28,11 +29,47 @@ import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any, Protocol
 
+from scalewatch.server.alerts.service import AlertService, StalledTimer
+from scalewatch.server.alerts.webhooks import WebhookSender
 from scalewatch.server.config import Settings
+from scalewatch.server.refit import Refitter
+from scalewatch.server.refit.worker import FitCounter
+from scalewatch.server.store.base import Store
 
 log = logging.getLogger("scalewatch.refit")
+
+
+def start_background(
+    settings: Settings, store: Store, counts: FitCounter | None
+) -> tuple[list[Any], Callable[[], None]]:
+    """The webhook sender, the `stalled` timer and the refitter (whose fits the alert service
+    evaluates), started; and the refitter's `notify`."""
+    backoff = float(settings.webhook_backoff)
+    sender = WebhookSender(
+        store,
+        backoff=backoff,
+        backoff_max=max(3600.0, backoff),
+        max_attempts=int(settings.webhook_max_attempts),
+        timeout=float(settings.webhook_timeout),
+        poll_interval=min(2.0, max(backoff / 2, 0.05)),
+        allow_private=bool(settings.webhook_allow_private),
+    ).start()
+    alerts = AlertService(store, settings.base_url, sender)
+    timer = StalledTimer(alerts, float(settings.alert_interval)).start()
+    # The alert service reads fit records as plain dicts (it predates the FitRecord TypedDict).
+    listeners: list[Any] = [alerts.on_fit]
+    group_listeners: list[Any] = [alerts.on_group_fit]
+    refitter = Refitter(
+        store,
+        poll_interval=settings.refit_interval,
+        metrics=counts,
+        listeners=listeners,
+        group_listeners=group_listeners,
+    ).start()
+    return [sender, timer, refitter], refitter.notify
 
 
 class RefitCounts(Protocol):
@@ -47,7 +84,7 @@ class RefitProcess:
         self.counts = counts
         self._sock, child_end = socket.socketpair()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "scalewatch.server.refit.process", str(child_end.fileno())],
+            [sys.executable, "-m", "scalewatch.server.refit_process", str(child_end.fileno())],
             pass_fds=(child_end.fileno(),),
             stdin=subprocess.DEVNULL,
         )
@@ -147,13 +184,15 @@ def main(fd: int) -> int:
     _die_with_parent()
     sock = socket.socket(fileno=fd)
     settings = _read_settings(sock)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    # Its lines go to the server's log: say which process wrote them (each process logs a
+    # database outage once, as the server process does).
+    logging.basicConfig(level=logging.INFO,
+                        format="%(levelname)s %(name)s (refit process): %(message)s")
     with contextlib.suppress(OSError):
         os.nice(settings.refit_nice)
 
     from scalewatch.server.db.engine import make_engine
     from scalewatch.server.store import SqlStore
-    from scalewatch.server.workers import start_background
 
     store = SqlStore(make_engine(settings))
     workers, notify = start_background(settings, store, _Reports(sock))
