@@ -30,7 +30,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 from scalewatch.server.alerts.service import AlertService, StalledTimer
 from scalewatch.server.alerts.webhooks import WebhookSender
@@ -72,15 +72,10 @@ def start_background(
     return [sender, timer, refitter], refitter.notify
 
 
-class RefitCounts(Protocol):
-    def fit_done(self, ok: bool) -> None: ...
-    def refit_lag(self, seconds: float) -> None: ...
-
-
 class RefitProcess:
     """The server process's handle on its refit child: start, notify, stop."""
 
-    def __init__(self, settings: Settings, counts: RefitCounts | None) -> None:
+    def __init__(self, settings: Settings, counts: FitCounter | None) -> None:
         self.counts = counts
         self._sock, child_end = socket.socketpair()
         self.proc = subprocess.Popen(
@@ -138,7 +133,7 @@ class RefitProcess:
 
 
 class _Reports:
-    """The child's side of `RefitCounts`: lines to the parent (never raises into a fit)."""
+    """The child's side of `FitCounter`: lines to the parent (never raises into a fit)."""
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock

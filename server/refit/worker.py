@@ -32,6 +32,8 @@ log = logging.getLogger("scalewatch.refit")
 
 
 def utcnow() -> datetime:
+    """Aware UTC, as the store's timestamps (server.db's own helper is out of this unit's
+    reach: the refitter sees the store's protocol only)."""
     return datetime.now(timezone.utc)
 
 

@@ -4,7 +4,6 @@ database (leases, unique open alerts), so every fit and alert happens once."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import httpx
@@ -14,30 +13,15 @@ from sqlalchemy import create_engine, text
 from tests.alerts.helpers import points, stable_run
 from tests.support.live_server import LiveServer
 from tests.support.polling import wait_for
+from tests.support.procs import descendants
 
 FAST = {"SCALEWATCH_REFIT_INTERVAL": "0.1", "SCALEWATCH_DASHBOARD": "0"}
-
-
-def _descendants(pid: int) -> list[int]:
-    parents = {}
-    for entry in os.listdir("/proc"):
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text() if entry.isdigit() else ""
-        except OSError:
-            continue
-        if stat:
-            parents[int(entry)] = int(stat[stat.rindex(")") + 2 :].split()[1])
-    out, frontier = [], [pid]
-    while frontier:
-        frontier = [p for p, pp in parents.items() if pp in frontier]
-        out += frontier
-    return out
 
 
 def _serving_workers(pid: int) -> int:
     """uvicorn's worker processes under the `serve` process (by their command line)."""
     n = 0
-    for p in _descendants(pid):
+    for p in descendants(pid):
         try:
             cmd = Path(f"/proc/{p}/cmdline").read_bytes()
         except OSError:

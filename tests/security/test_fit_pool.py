@@ -15,6 +15,7 @@ import numpy as np
 from scalewatch.server import limits
 from tests.support.live_server import LiveServer
 from tests.support.polling import wait_for
+from tests.support.procs import children, is_refit_process
 
 
 def _curve(n: int, seed: int = 0) -> dict:
@@ -25,13 +26,6 @@ def _curve(n: int, seed: int = 0) -> dict:
 
 SLOW = {**_curve(limits.MAX_PAPER_FIT_POINTS), "method": "paper"}  # seconds of CPU
 SMALL = _curve(50)  # tens of milliseconds
-
-
-def _children(pid: int) -> list[int]:
-    out: list[int] = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        out.extend(int(x) for x in (task / "children").read_text().split())
-    return out
 
 
 @contextmanager
@@ -76,15 +70,7 @@ def server_client(server: LiveServer, token: str) -> httpx.Client:
 
 def _fit_processes(pid: int) -> list[int]:
     """The server's children but its refit process (server/refit_process.py)."""
-    out = []
-    for child in _children(pid):
-        try:
-            cmd = Path(f"/proc/{child}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if b"scalewatch.server.refit_process" not in cmd:
-            out.append(child)
-    return out
+    return [c for c in children(pid) if not is_refit_process(c)]
 
 
 def _fit_running(server: LiveServer) -> None:
