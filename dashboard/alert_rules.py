@@ -1,15 +1,15 @@
 """The Alerts page's "Rules" panel: what is being watched, switched on or off, deleted, added.
 
 It shows every alert rule (what it watches, its kind and parameters, where it posts) and,
-with a write token, enables, disables or deletes the one selected and creates new ones.  A
-new rule is checked as ``POST /api/v1/alert-rules`` checks it, by the same functions
-(``server/alerts/checks.py``): its free-text fields, then how kind, parameters and what it
-watches fit together, then where its webhook points.
+with a write token, enables, disables or deletes the one selected and creates new ones.  Every
+write goes through the functions ``POST``/``PATCH``/``DELETE /api/v1/alert-rules`` call
+(``server/alerts/rule_service.py``), so a rule is checked as the API checks it and refused with
+the same error. The kinds offered, their parameters and descriptions are the kind registry's
+(``server/alerts/kinds.py``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from dash import ALL, Dash, Input, Output, State, callback_context, dcc, html, no_update
@@ -24,14 +24,11 @@ from scalewatch.dashboard.components import (
 )
 from scalewatch.dashboard.data import group_link, md_text, utc_text
 from scalewatch.dashboard.figures import plural
-from scalewatch.server.alerts.checks import (
-    InvalidRule,
-    check_fields,
-    check_webhook,
-    validated_params,
-)
-from scalewatch.server.alerts.kinds import ALERT_KINDS, AlertKind
-from scalewatch.server.alerts.rules import KIND_HELP, PARAMS
+from scalewatch.server.alerts import rule_service
+from scalewatch.server.alerts.checks import InvalidRule
+from scalewatch.server.alerts.kinds import ALERT_KINDS, KINDS, AlertKind, spec_of
+from scalewatch.server.alerts.rule_service import RuleDraft
+from scalewatch.server.domain.alerts import AlertRule
 from scalewatch.server.scopes import webhook_host_only
 from scalewatch.server.store.base import NotFound, RunQuery, Store
 
@@ -48,13 +45,13 @@ EVERY_RUN = "every"  # the "watches" choice of a project-wide rule
 MAX_RUN_CHOICES = 500
 
 
-def _watches(rule: dict[str, Any], run_names: dict[int, str]) -> str:
+def _watches(rule: AlertRule, run_names: dict[int, str]) -> str:
     """Markdown: the run (linked), the group (linked) or every run of the project."""
-    if rule.get("run_id") is not None:
-        rid = int(rule["run_id"])
+    if rule.run_id is not None:
+        rid = rule.run_id
         return f"[{md_text(run_names.get(rid, f'run {rid}'))}](/dashboard/run/{rid})"
-    if rule.get("group"):
-        return "group " + group_link(rule["project"], rule["group"])
+    if rule.group:
+        return "group " + group_link(rule.project, rule.group)
     return "every run of the project"
 
 
@@ -63,23 +60,23 @@ def _params_text(params: dict[str, Any] | None) -> str:
                      for k, v in (params or {}).items()) or "—"
 
 
-def rule_rows(rules: list[dict[str, Any]], run_names: dict[int, str], scope: str
+def rule_rows(rules: list[AlertRule], run_names: dict[int, str], scope: str
               ) -> list[dict[str, Any]]:
     """Table rows for ``rules`` as a token of ``scope`` may see them: below admin a webhook
     shows its host only (a Slack URL is a secret), as ``GET /alert-rules`` returns it."""
     rows = []
     for r in rules:
-        url = r.get("webhook_url")
+        url = r.webhook_url
         shown = url if scope == "admin" else webhook_host_only(url)
         rows.append({
-            "id": r["id"],
-            "enabled": "on" if r.get("enabled") else "off",
+            "id": r.id,
+            "enabled": "on" if r.enabled else "off",
             "watches": _watches(r, run_names),
-            "project": r.get("project"),
-            "kind": r.get("kind"),
-            "params": _params_text(r.get("params")),
-            "webhook": (shown or "—") + (" (signed)" if url and r.get("has_secret") else ""),
-            "created_at": utc_text(r.get("created_at")),
+            "project": r.project,
+            "kind": r.kind.value,
+            "params": _params_text(r.params),
+            "webhook": (shown or "—") + (" (signed)" if url and r.has_secret else ""),
+            "created_at": utc_text(r.created_at),
         })
     return rows
 
@@ -88,24 +85,32 @@ def param_inputs(kind: str | None) -> list[Any]:
     """One number box per parameter of ``kind``, its default as placeholder."""
     if kind not in ALERT_KINDS:
         return []
-    spec = PARAMS[AlertKind(kind)]
+    spec = spec_of(kind).params
     if not spec:
         return [html.Span("no parameters", className="note")]
     boxes: list[Any] = []
-    for name, (default, _low, _high, typ) in spec.items():
+    for name, param in spec.items():
         boxes += [
             html.Label(name, htmlFor=f"rule-param-{name}", className="meta"),
             dcc.Input(id={"type": "rule-param", "name": name}, type="number",
-                      step="any" if typ is float else 1,
-                      placeholder="required" if default is None else f"{default:g}",
+                      step="any" if param.type is float else 1,
+                      placeholder="required" if param.default is None else f"{param.default:g}",
                       style={"width": 160}),
         ]
     return boxes
 
 
+def kind_help(kind: str | None) -> str:
+    """What a kind watches and what fires it, from its registry entry."""
+    if kind not in ALERT_KINDS:
+        return ""
+    spec = spec_of(kind)
+    return f"Watches {' and '.join(spec.watches)}: {spec.help}"
+
+
 def panel() -> html.Div:
     """The Rules section: a table of rules, its actions, and the New rule form."""
-    kinds = [{"label": k, "value": k} for k in ALERT_KINDS]
+    kinds = [{"label": spec.name, "value": spec.name} for spec in KINDS.values()]
     return html.Div(style={"marginTop": 24}, children=[
         html.Div(className="toolbar", children=[
             html.H3("Rules", style={"margin": 0}),
@@ -148,9 +153,9 @@ def panel() -> html.Div:
     ])
 
 
-def _run_names(store: Store, rules: list[dict[str, Any]]) -> dict[int, str]:
+def _run_names(store: Store, rules: list[AlertRule]) -> dict[int, str]:
     names: dict[int, str] = {}
-    for rid in {int(r["run_id"]) for r in rules if r.get("run_id") is not None}:
+    for rid in {r.run_id for r in rules if r.run_id is not None}:
         try:
             names[rid] = store.get_run(rid)["name"]
         except LookupError:
@@ -169,23 +174,10 @@ def _watch_options(store: Store, project: str) -> list[dict[str, str]]:
             + [{"label": f"run {r['name']}", "value": f"run:{r['id']}"} for r in runs])
 
 
-@dataclass(frozen=True)
-class NewRule:
-    """The form's rule, checked: what ``Store.create_alert_rule`` takes."""
-
-    project: str
-    kind: str
-    params: dict[str, Any]
-    run_id: int | None
-    group: str | None
-    webhook_url: str | None
-    webhook_secret: str | None
-
-
-def new_rule(store: Store, project: str | None, watches: str | None, kind: str | None,
-             values: dict[str, Any], webhook: str | None, secret: str | None,
-             allow_private: bool) -> NewRule:
-    """The form's fields as a rule, checked as the API checks one (raises InvalidRule)."""
+def new_rule(project: str | None, watches: str | None, kind: str | None,
+             values: dict[str, Any], webhook: str | None, secret: str | None) -> RuleDraft:
+    """The form's fields as a rule to create (``rule_service.create_rule`` checks it as the
+    API does); raises InvalidRule for what only the form can get wrong."""
     for field, value in (("project", project), ("watches", watches), ("kind", kind),
                          ("webhook_url", webhook), ("webhook_secret", secret)):
         if value is not None and not isinstance(value, str):  # a hand-made callback request
@@ -202,12 +194,9 @@ def new_rule(store: Store, project: str | None, watches: str | None, kind: str |
             raise InvalidRule("run_id", f"not a run: {watches[4:]!r}") from None
     elif watches and watches.startswith("group:"):
         group = watches[6:]
-    webhook, secret = webhook or None, secret or None
-    check_fields(project, group, webhook, secret)
-    params = validated_params(store, project, run_id, kind,
-                              {k: v for k, v in values.items() if v is not None}, group)
-    check_webhook(webhook, allow_private)
-    return NewRule(project, kind, params, run_id, group, webhook, secret)
+    return RuleDraft(project, kind, {k: v for k, v in values.items() if v is not None},
+                     run_id=run_id, group=group, webhook_url=webhook or None,
+                     webhook_secret=secret or None)
 
 
 def register_callbacks(app: Dash, ctx: DashContext) -> None:
@@ -265,12 +254,15 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
             return write_denied(what, "rules-denied"), no_update
         try:
             if deleting:
-                ctx.store.delete_alert_rule(ids[0])
+                rule_service.delete_rule(ctx.store, ids[0])
                 said = f"Rule {ids[0]} deleted."
             else:
-                rule = ctx.store.get_alert_rule(ids[0])
-                ctx.store.update_alert_rule(ids[0], {"enabled": not rule.get("enabled")})
-                said = f"Rule {ids[0]} {'disabled' if rule.get('enabled') else 'enabled'}."
+                was = ctx.store.get_alert_rule(ids[0]).enabled
+                rule_service.set_rule_enabled(ctx.store, ids[0], not was,
+                                              ctx.state.settings.webhook_allow_private)
+                said = f"Rule {ids[0]} {'disabled' if was else 'enabled'}."
+        except InvalidRule as exc:
+            return html.Div(f"{exc.field}: {exc}", className="msg-err"), (changed or 0) + 1
         except LookupError as exc:
             return html.Div(str(exc), className="msg-err"), (changed or 0) + 1
         return html.Div(said, className="msg-ok", id="rules-ok"), (changed or 0) + 1
@@ -298,8 +290,7 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
         Input("rule-kind", "value"),
     )
     def kind_form(kind: str | None) -> tuple:
-        help_ = KIND_HELP.get(AlertKind(kind)) if kind in ALERT_KINDS else ""
-        return param_inputs(kind), help_
+        return param_inputs(kind), kind_help(kind)
 
     @app.callback(
         Output("rule-create-msg", "children"),
@@ -323,18 +314,16 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
         try:
             if len(ids) != len(values):  # a hand-made request: the browser sends pairs
                 raise InvalidRule("params", "each parameter needs one value")
-            rule = new_rule(ctx.store, project, watches, kind,
-                            {i["name"]: v for i, v in zip(ids, values, strict=True)},
-                            webhook, secret, ctx.state.settings.webhook_allow_private)
-            created = ctx.store.create_alert_rule(
-                rule.project, rule.kind, rule.params, run_id=rule.run_id,
-                webhook_url=rule.webhook_url, webhook_secret=rule.webhook_secret, enabled=True,
-                group=rule.group)
+            draft = new_rule(project, watches, kind,
+                             {i["name"]: v for i, v in zip(ids, values, strict=True)},
+                             webhook, secret)
+            created = rule_service.create_rule(ctx.store, draft,
+                                               ctx.state.settings.webhook_allow_private)
         except InvalidRule as exc:
             return (html.Div(f"{exc.field}: {exc}", className="msg-err", id="rule-create-bad"),
                     no_update)
         except LookupError as exc:  # a project this session's token is not limited to
             return html.Div(str(exc), className="msg-err", id="rule-create-bad"), no_update
-        return (html.Div(f"Rule {created['id']} created: {rule.kind} "
-                         f"({_params_text(rule.params)}).",
+        return (html.Div(f"Rule {created.id} created: {created.kind.value} "
+                         f"({_params_text(created.params)}).",
                          className="msg-ok", id="rule-create-ok"), (changed or 0) + 1)

@@ -11,6 +11,7 @@ from urllib.parse import urlencode
 
 from scalewatch.dashboard.figures import a_text, fmt, forecast_text, run_color, unit_label
 from scalewatch.server import limits
+from scalewatch.server.domain.alerts import Alert
 from scalewatch.server.scopes import redact_delivery
 from scalewatch.server.services.compare import MixedMetrics, compare_inputs, load_compare_inputs
 from scalewatch.server.services.fits import latest_or_pending
@@ -403,14 +404,14 @@ def ceiling_rows(store: Store, projects_: list[str], highlight: dict[int, str]) 
     return rows
 
 
-def _alert_subject(alert: dict[str, Any]) -> str:
+def _alert_subject(alert: Alert) -> str:
     """What an alert is about, as a table cell: its run (a seed of a group says which), or the
     group itself for an alert on a recipe's pooled fit (which has no run)."""
-    group = alert.get("group")
-    if alert.get("run_id") is None:
-        return f"group {group_link(alert.get('project') or '', group)}" if group else ""
-    run = f"[{md_text(alert.get('run_name') or alert['run_id'])}](/dashboard/run/{alert['run_id']})"
-    return f"{run} (seed of {group_link(alert.get('project') or '', group)})" if group else run
+    group = alert.group
+    if alert.run_id is None:
+        return f"group {group_link(alert.project, group)}" if group else ""
+    run = f"[{md_text(alert.run_name or alert.run_id)}](/dashboard/run/{alert.run_id})"
+    return f"{run} (seed of {group_link(alert.project, group)})" if group else run
 
 
 def alerts_table(
@@ -419,14 +420,14 @@ def alerts_table(
     alerts, total = store.list_alerts(project=project or None, state=state or None, limit=500)
     rows = [
         {
-            "id": a["id"],
+            "id": a.id,
             "run": _alert_subject(a),
-            "project": a.get("project"),
-            "kind": a.get("kind"),
-            "state": a.get("state"),
-            "message": a.get("message"),
-            "created_at": utc_text(a.get("created_at")),
-            "acknowledged_at": utc_text(a.get("acknowledged_at")),
+            "project": a.project,
+            "kind": a.kind.value,
+            "state": a.state,
+            "message": a.message,
+            "created_at": utc_text(a.created_at),
+            "acknowledged_at": utc_text(a.acknowledged_at),
         }
         for a in alerts
     ]
@@ -441,20 +442,23 @@ def deliveries(store: Store, alert_id: int, scope: str) -> list[dict[str, Any]]:
         found = store.alert_deliveries(alert_id)
     except NotFound:
         return []
-    rows = []
+    rows: list[dict[str, Any]] = []
     for d in (redact_delivery(x, scope) for x in found):
-        base = {"event": d.get("event"), "url": d.get("url"), "state": d.get("state")}
-        log = d.get("attempt_log") or [{}]
-        for a in log:
+        base = {"event": d.event, "url": d.url, "state": d.state}
+        if not d.attempt_log:  # not yet attempted
+            rows.append({**base, "attempt": None, "at": utc_text(d.created_at),
+                         "status_code": None, "ok": "", "error": d.last_error or "",
+                         "duration_ms": None})
+        for a in d.attempt_log:
             rows.append(
                 {
                     **base,
-                    "attempt": a.get("attempt"),
-                    "at": utc_text(a.get("at") or d.get("created_at")),
-                    "status_code": a.get("status_code"),
-                    "ok": {True: "yes", False: "no"}.get(a.get("ok"), ""),
-                    "error": a.get("error") or ("" if a else d.get("last_error") or ""),
-                    "duration_ms": a.get("duration_ms"),
+                    "attempt": a.attempt,
+                    "at": utc_text(a.at or d.created_at),
+                    "status_code": a.status_code,
+                    "ok": "yes" if a.ok else "no",
+                    "error": a.error or "",
+                    "duration_ms": a.duration_ms,
                 }
             )
     return rows

@@ -1,10 +1,13 @@
 """Token scopes and the auth cookie: shared by the REST API's auth and the dashboard's gate.
 
-Standard library only and outside `scalewatch.server.api`, so the dashboard checks scopes without
-importing the API package (which assembles the app and mounts the dashboard).
+Outside `scalewatch.server.api` (and importing only the domain's shapes), so the dashboard
+checks scopes without importing the API package (which assembles the app and mounts the
+dashboard).
 """
 
 from __future__ import annotations
+
+from scalewatch.server.domain.alerts import Delivery
 
 SCOPES = ("read", "write", "admin")
 SCOPE_RANK = {name: i for i, name in enumerate(SCOPES)}  # read < write < admin
@@ -29,15 +32,18 @@ def webhook_host_only(url: str | None) -> str | None:
     return f"{scheme}://{host}/…"
 
 
-def redact_delivery(delivery: dict, scope: str) -> dict:
+def redact_delivery(delivery: Delivery, scope: str) -> Delivery:
     """A delivery (with its attempt log) as a token of `scope` may see it."""
     if SCOPE_RANK.get(scope, -1) >= SCOPE_RANK["admin"]:
         return delivery
-    out = {**delivery, "url": webhook_host_only(delivery.get("url"))}
-    if SCOPE_RANK.get(scope, -1) < SCOPE_RANK["write"]:
-        out["last_error"] = GENERIC_DELIVERY_ERROR if delivery.get("last_error") else None
-        out["attempt_log"] = [
-            {**a, "error": GENERIC_DELIVERY_ERROR if a.get("error") else None}
-            for a in delivery.get("attempt_log") or []
-        ]
-    return out
+    url = webhook_host_only(delivery.url) or ""
+    if SCOPE_RANK.get(scope, -1) >= SCOPE_RANK["write"]:
+        return delivery.model_copy(update={"url": url})
+    return delivery.model_copy(update={
+        "url": url,
+        "last_error": GENERIC_DELIVERY_ERROR if delivery.last_error else None,
+        "attempt_log": [
+            a.model_copy(update={"error": GENERIC_DELIVERY_ERROR if a.error else None})
+            for a in delivery.attempt_log
+        ],
+    })

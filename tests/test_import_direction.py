@@ -27,7 +27,9 @@ ALLOWED: dict[str, set[str]] = {
     "server": set(),  # the package's __init__
     "trainer_client": set(),  # standard library only: it runs inside trainers
     "server.fitting": set(),  # pure numpy/scipy
-    "server.scopes": set(),
+    # the shapes shared by store, services, API and dashboard (frozen pydantic models)
+    "server.domain": set(),
+    "server.scopes": {"server.domain"},
     "server.config": {"server.limits"},  # settings whose defaults are request limits
     "server.background": set(),
     "server.limits": {"trainer_client"},  # the limits client and server share
@@ -36,7 +38,8 @@ ALLOWED: dict[str, set[str]] = {
     # the ingest decode's fast path
     "server.fastdecode": {"server.ingest", "server.limits", "server.jsonbounds"},
     "server.db": {"server.config", "migrations"},  # migrate.py locates the Alembic scripts
-    "server.store": {"server.db", "server.ingest", "server.limits", "server.scopes"},
+    "server.store": {"server.db", "server.ingest", "server.limits", "server.scopes",
+                     "server.domain"},
     "server.services": {"server.store", "server.fitting"},
     "server.refit": {"server.store", "server.services", "server.fitting", "server.background"},
     "server.alerts": {
@@ -46,6 +49,7 @@ ALLOWED: dict[str, set[str]] = {
         "server.fitting",
         "server.background",
         "server.limits",
+        "server.domain",
     },
     "server.demo": {
         "trainer_client",  # its public API only (see PRIVATE below)
@@ -57,7 +61,8 @@ ALLOWED: dict[str, set[str]] = {
     # the background work and the nice child process it runs in (`scalewatch serve`)
     "server.refit_process": {"server.refit", "server.alerts", "server.config", "server.db",
                              "server.store"},
-    "server.workers": {"server.refit_process", "server.demo", "server.config"},
+    "server.workers": {"server.refit_process", "server.demo", "server.config", "server.refit",
+                       "server.store"},
     "server.api": {
         "server.config",
         "server.db",
@@ -72,6 +77,7 @@ ALLOWED: dict[str, set[str]] = {
         "server.alerts",
         "server.workers",
         "server.background",
+        "server.domain",
     },
     "server.cli": {"server.config", "server.db", "server.store", "server.demo", "server.api"},
     "dashboard": {
@@ -80,7 +86,8 @@ ALLOWED: dict[str, set[str]] = {
         "server.fitting",
         "server.scopes",
         "server.limits",
-        "server.alerts",  # the rule kinds and their checks only (NARROW)
+        "server.alerts",  # the rule kinds, their checks and writes only (NARROW)
+        "server.domain",
     },
     "migrations": {"server.db", "server.config"},
     "bench": {"trainer_client", "dashboard", "server.*"},  # anything but tests
@@ -102,9 +109,10 @@ NARROW: dict[tuple[str, str], tuple[str, ...]] = {
     ("server.services", "server.store"): ("server.store.base", "server.store.fit_records"),
     ("server.refit", "server.store"): ("server.store.base", "server.store.fit_records"),
     ("server.alerts", "server.store"): ("server.store.base", "server.store.fit_records"),
-    # The Alerts page's rule form: what a rule is and how one is checked, not its evaluation.
+    # The Alerts page: what a rule is (the kind registry), how one is checked and written (the
+    # API's own functions), not its evaluation wiring or the webhook sender.
     ("dashboard", "server.alerts"): ("server.alerts.kinds", "server.alerts.rules",
-                                     "server.alerts.checks"),
+                                     "server.alerts.checks", "server.alerts.rule_service"),
 }
 # Modules no other package may import (private to their package).
 PRIVATE = {"trainer_client._http"}
@@ -223,5 +231,19 @@ def test_fitting_uses_only_numpy_and_scipy() -> None:
         for name in _imports(path):
             top = name.split(".")[0]
             if top and top not in allowed and not (path.name == "cli.py" and top == "matplotlib"):
+                wrong.append(f"{path.relative_to(ROOT)} imports {name}")
+    assert not wrong, "\n".join(sorted(set(wrong)))
+
+
+def test_domain_is_shapes_only() -> None:
+    """server.domain holds the shapes every layer shares: standard library and pydantic, and
+    nothing of ours (not the API, the store, the database or the dashboard), so any layer may
+    import it without a cycle."""
+    allowed = {"pydantic", "typing_extensions"} | set(sys.stdlib_module_names)
+    wrong = []
+    for path in sorted((ROOT / "server" / "domain").rglob("*.py")):
+        for name in _imports(path):
+            top = name.split(".")[0]
+            if top and top not in allowed:
                 wrong.append(f"{path.relative_to(ROOT)} imports {name}")
     assert not wrong, "\n".join(sorted(set(wrong)))

@@ -1,5 +1,6 @@
-"""Alerts: open and acknowledged alerts, acknowledge (write scope), delivery attempts, and the
-rules that raise them (``dashboard/alert_rules.py``)."""
+"""Alerts: open and acknowledged alerts, acknowledge (write scope, through the API's own
+``rule_service.acknowledge``), delivery attempts, and the rules that raise them
+(``dashboard/alert_rules.py``)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from scalewatch.dashboard.components import (
     write_denied,
 )
 from scalewatch.dashboard.figures import plural
+from scalewatch.server.alerts import rule_service
 from scalewatch.server.store.base import Store
 
 PATH = "/alerts"
@@ -151,12 +153,12 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
         if not ctx.can("write"):
             return write_denied("Acknowledging", "alerts-ack-denied"), acked
         try:
-            alert = ctx.store.ack_alert(ids[0])
+            alert = rule_service.acknowledge(ctx.store, ids[0])
         except LookupError as exc:
             return html.Div(str(exc), className="msg-err"), acked
         return (
             html.Div(
-                f"Alert {alert.get('id', ids[0])} acknowledged.", className="msg-ok",
+                f"Alert {alert.id} acknowledged.", className="msg-ok",
                 id="alerts-ack-ok",
             ),
             (acked or 0) + 1,

@@ -201,10 +201,10 @@ def _alerts(d: dict[str, Any]) -> Any:
         return empty_state("No alerts for this run.")
     rows = [
         {
-            "state": a.get("state"),
-            "kind": a.get("kind"),
-            "message": a.get("message"),
-            "created_at": data.utc_text(a.get("created_at")),
+            "state": a.state,
+            "kind": a.kind.value,
+            "message": a.message,
+            "created_at": data.utc_text(a.created_at),
         }
         for a in d["alerts"]
     ]

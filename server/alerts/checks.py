@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from scalewatch.server.alerts.kinds import GROUP_KINDS, GROUP_ONLY_KINDS, AlertKind
+from scalewatch.server.alerts.kinds import GROUP_KINDS, GROUP_ONLY_KINDS, spec_of
 from scalewatch.server.alerts.rules import RuleError, normalize_params
 from scalewatch.server.alerts.targets import UnsafeTarget, check_url
 from scalewatch.server.limits import MAX_GROUP_LENGTH, MAX_NAME_LENGTH
-from scalewatch.server.store.base import NotFound, Store
+from scalewatch.server.store.base import NotFound, RunStore
 
 MAX_URL = 2000
 MAX_SECRET = 500
@@ -81,7 +81,7 @@ def check_webhook(url: str | None, allow_private: bool) -> None:
 
 
 def validated_params(
-    store: Store,
+    store: RunStore,
     project: str,
     run_id: int | None,
     kind: str,
@@ -109,11 +109,8 @@ def validated_params(
             raise InvalidRule(
                 "run_id", f"run {run_id} belongs to project {run['project']!r}, not {project!r}"
             )
-    if kind == AlertKind.below_baseline:
-        try:
-            store.get_run(clean["baseline_run_id"])
-        except NotFound as exc:
-            raise InvalidRule(
-                "params", f"baseline run {clean['baseline_run_id']} does not exist"
-            ) from exc
+    check = spec_of(kind).check
+    problem = None if check is None else check(store, clean)
+    if problem:
+        raise InvalidRule("params", problem)
     return clean

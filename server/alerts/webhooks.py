@@ -35,6 +35,7 @@ from urllib.parse import urlencode
 from scalewatch.server.alerts.targets import Target, UnsafeTarget, resolve
 from scalewatch.server.background import PollingWorker, worker_identity
 from scalewatch.server.db.models import utcnow
+from scalewatch.server.domain.alerts import Alert, AttemptRecord, ClaimedDelivery, DeliveryOutcome
 from scalewatch.server.store.base import OutboxStore
 
 log = logging.getLogger("scalewatch.alerts")
@@ -57,41 +58,42 @@ def _fmt(v: Any) -> str:
     return "n/a" if v is None else f"{float(v):.3f}"
 
 
-def build_body(alert: dict[str, Any], event: str, base_url: str) -> str:
-    details = alert.get("details") or {}
-    group = alert.get("group")
+def build_body(alert: Alert, event: str, base_url: str, delivery_id: str | None = None) -> str:
+    details = alert.details
+    group = alert.group
     base = base_url.rstrip("/")
-    if alert.get("run_id") is None and group:  # the group's pooled fit
-        query = urlencode({"project": alert["project"], "group": group})
+    kind = alert.kind.value
+    if alert.run_id is None and group:  # the group's pooled fit
+        query = urlencode({"project": alert.project, "group": group})
         link = f"{base}/api/v1/groups/fit?{query}"
-        subject = f"group {group} ({alert['project']})"
+        subject = f"group {group} ({alert.project})"
     else:
-        link = f"{base}/dashboard/run/{alert['run_id']}"
-        subject = f"run {alert.get('run_name') or alert['run_id']} ({alert['project']})"
+        link = f"{base}/dashboard/run/{alert.run_id}"
+        subject = f"run {alert.run_name or alert.run_id} ({alert.project})"
         if group:
             subject += f" of group {group}"
     if event == "alert.resolved":
-        text = f"[scalewatch] resolved: {alert['kind']} on {subject}. {link}"
+        text = f"[scalewatch] resolved: {kind} on {subject}. {link}"
     else:
         text = (
-            f"[scalewatch] {alert['kind']} on {subject}: {alert.get('message', '')}"
+            f"[scalewatch] {kind} on {subject}: {alert.message}"
             f" (A {_fmt(details.get('A_before'))} -> {_fmt(details.get('A_after'))}). {link}"
         )
     payload = {
         "event": event,
-        "delivery_id": alert.get("delivery_id"),
+        "delivery_id": delivery_id,
         "text": text,
-        "run": None if alert.get("run_id") is None else {
-            "id": alert["run_id"], "name": alert.get("run_name"), "project": alert["project"]},
-        "group": None if not group else {"name": group, "project": alert["project"]},
-        "rule": {"id": alert["rule_id"], "kind": alert["kind"]},
+        "run": None if alert.run_id is None else {
+            "id": alert.run_id, "name": alert.run_name, "project": alert.project},
+        "group": None if not group else {"name": group, "project": alert.project},
+        "rule": {"id": alert.rule_id, "kind": kind},
         "alert": {
-            "id": alert["id"],
-            "state": alert["state"],
-            "message": alert.get("message"),
-            "created_at": alert.get("created_at"),
-            "resolved_at": alert.get("resolved_at"),
-            "fit_id": alert.get("fit_id"),
+            "id": alert.id,
+            "state": alert.state,
+            "message": alert.message,
+            "created_at": alert.created_at,
+            "resolved_at": alert.resolved_at,
+            "fit_id": alert.fit_id,
             "details": details,
         },
         "A_before": details.get("A_before"),
@@ -222,7 +224,7 @@ class WebhookSender(PollingWorker):
                 if not claimed:
                     return done
                 pending = {pool.submit(self.send, item) for item in claimed}
-                ids = [int(item["id"]) for item in claimed]
+                ids = [item.id for item in claimed]
                 while pending:
                     finished, pending = wait(pending, timeout=self.lease_seconds / 3)
                     for f in finished:
@@ -232,44 +234,45 @@ class WebhookSender(PollingWorker):
                 done += len(claimed)
         return done
 
-    def send(self, item: dict[str, Any]) -> str:
-        body = item["body"].encode()
+    def send(self, item: ClaimedDelivery) -> DeliveryOutcome:
+        body = item.body.encode()
         headers = {
             "Content-Type": "application/json",
             "User-Agent": "scalewatch-webhook/1",
-            DELIVERY_HEADER: item["delivery_key"],
-            EVENT_HEADER: item["event"],
+            DELIVERY_HEADER: item.delivery_key,
+            EVENT_HEADER: item.event,
         }
-        if item.get("secret"):
-            headers[SIGNATURE_HEADER] = sign(item["secret"], body)
+        if item.secret:
+            headers[SIGNATURE_HEADER] = sign(item.secret, body)
         started = utcnow()
         t0 = time.perf_counter()
-        status, error = post(item["url"], body, headers, self.timeout, self.allow_private)
+        status, error = post(item.url, body, headers, self.timeout, self.allow_private)
         ok = status is not None and 200 <= status < 300
-        attempt = {
-            "started_at": started,
-            "duration_ms": (time.perf_counter() - t0) * 1000.0,
-            "status_code": status,
-            "error": error,
-            "ok": ok,
-        }
-        attempts = int(item["attempts"]) + 1
-        created = item["created_at"]
+        attempt = AttemptRecord(
+            started_at=started,
+            duration_ms=(time.perf_counter() - t0) * 1000.0,
+            status_code=status,
+            error=error,
+            ok=ok,
+        )
+        attempts = item.attempts + 1
+        created = item.created_at
         if created.tzinfo is None:
             created = created.replace(tzinfo=timezone.utc)
         age = (utcnow() - created).total_seconds()
+        outcome: DeliveryOutcome
         if ok:
             outcome, next_at = "delivered", None
         elif attempts >= self.max_attempts or age >= self.max_age:
             outcome, next_at = "failed", None
             log.warning(
                 "webhook %s for alert %s given up after %d attempts: %s",
-                item["delivery_key"],
-                item["alert_id"],
+                item.delivery_key,
+                item.alert_id,
                 attempts,
                 error or f"HTTP {status}",
             )
         else:
             outcome, next_at = "retry", utcnow() + timedelta(seconds=self.delay(attempts))
-        self.store.record_delivery_attempt(item["id"], self.owner, attempt, outcome, next_at)
+        self.store.record_delivery_attempt(item.id, self.owner, attempt, outcome, next_at)
         return outcome

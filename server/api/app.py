@@ -64,13 +64,16 @@ def create_app(settings: Settings, store: SqlStore | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        workers = start_workers(app) if settings.workers_enabled else []
+        workers = None
+        if settings.workers_enabled:
+            workers = start_workers(settings, app.state.store, app.state.metrics)
+            app.state.refit_notify = workers.notify
         try:
             yield
         finally:
             app.state.fit_pool.shutdown()
-            for w in workers:
-                w.stop()
+            if workers is not None:
+                workers.stop()
 
     app = FastAPI(
         title="scalewatch",

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from scalewatch.server.db.alert_models import Alert, AlertDelivery, AlertRule, DeliveryAttempt
 from scalewatch.server.db.models import Project, Run, utcnow
+from scalewatch.server.domain import alerts as domain
 from scalewatch.server.store.base import EventBuilder, NotFound
 from scalewatch.server.store.common import SqlBase, dialect_insert, iso
 from scalewatch.server.store.outbox_sql import enqueue_delivery
@@ -33,39 +34,39 @@ def open_key(rule_id: int, run_id: int | None, group: str | None = None) -> str:
     return f"{rule_id}:g{tag}" + ("" if run_id is None else f":{run_id}")
 
 
-def _rule_dict(r: AlertRule) -> dict[str, Any]:
-    return {
-        "id": r.id,
-        "project": r.project,
-        "run_id": r.run_id,
-        "group": r.group_name,
-        "kind": r.kind,
-        "params": dict(r.params or {}),
-        "webhook_url": r.webhook_url,
-        "has_secret": bool(r.webhook_secret),
-        "enabled": r.enabled,
-        "created_at": iso(r.created_at),
-        "updated_at": iso(r.updated_at),
-    }
+def _rule(r: AlertRule) -> domain.AlertRule:
+    return domain.AlertRule(
+        id=r.id,
+        project=r.project,
+        run_id=r.run_id,
+        group=r.group_name,
+        kind=domain.AlertKind(r.kind),
+        params=dict(r.params or {}),
+        webhook_url=r.webhook_url,
+        has_secret=bool(r.webhook_secret),
+        enabled=r.enabled,
+        created_at=iso(r.created_at),
+        updated_at=iso(r.updated_at),
+    )
 
 
-def _alert_dict(a: Alert, run_name: str | None) -> dict[str, Any]:
-    return {
-        "id": a.id,
-        "rule_id": a.rule_id,
-        "run_id": a.run_id,
-        "run_name": run_name,
-        "group": a.group_name,
-        "project": a.project,
-        "kind": a.kind,
-        "state": a.state,
-        "message": a.message,
-        "created_at": iso(a.created_at),
-        "acknowledged_at": iso(a.acknowledged_at),
-        "resolved_at": iso(a.resolved_at),
-        "fit_id": a.fit_id,
-        "details": dict(a.details or {}),
-    }
+def _alert(a: Alert, run_name: str | None) -> domain.Alert:
+    return domain.Alert(
+        id=a.id,
+        rule_id=a.rule_id,
+        run_id=a.run_id,
+        run_name=run_name,
+        group=a.group_name,
+        project=a.project,
+        kind=domain.AlertKind(a.kind),
+        state=a.state,
+        message=a.message,
+        created_at=iso(a.created_at),
+        acknowledged_at=iso(a.acknowledged_at),
+        resolved_at=iso(a.resolved_at),
+        fit_id=a.fit_id,
+        details=dict(a.details or {}),
+    )
 
 
 class AlertsMixin(SqlBase):
@@ -80,7 +81,7 @@ class AlertsMixin(SqlBase):
         webhook_secret: str | None = None,
         enabled: bool = True,
         group: str | None = None,
-    ) -> dict:
+    ) -> domain.AlertRule:
         now = utcnow()
         with self.session() as s:
             rule = AlertRule(
@@ -97,21 +98,21 @@ class AlertsMixin(SqlBase):
             )
             s.add(rule)
             s.flush()
-            return _rule_dict(rule)
+            return _rule(rule)
 
-    def get_alert_rule(self, rule_id: int) -> dict:
+    def get_alert_rule(self, rule_id: int) -> domain.AlertRule:
         with self.session() as s:
             rule = s.get(AlertRule, rule_id)
             if rule is None:
                 raise NotFound(f"alert rule {rule_id} not found")
-            return _rule_dict(rule)
+            return _rule(rule)
 
     def list_alert_rules(
         self,
         project: str | None = None,
         run_id: int | None = None,
         projects: Sequence[str] | None = None,
-    ) -> list[dict]:
+    ) -> list[domain.AlertRule]:
         with self.session() as s:
             q = select(AlertRule).order_by(AlertRule.id)
             if project is not None:
@@ -126,9 +127,11 @@ class AlertsMixin(SqlBase):
                     and_(AlertRule.run_id.is_(None), AlertRule.group_name.is_(None)),
                     AlertRule.group_name == group,
                 ))
-            return [_rule_dict(r) for r in s.scalars(q).all()]
+            return [_rule(r) for r in s.scalars(q).all()]
 
-    def update_alert_rule(self, rule_id: int, changes: dict[str, Any]) -> dict:
+    def update_alert_rule(
+        self, rule_id: int, changes: domain.RuleChanges
+    ) -> domain.AlertRule:
         """Apply `changes` (already validated). Changing what a rule means (kind, params, run)
         resolves its active alerts: the next evaluation opens them again if still true."""
         with self.session() as s:
@@ -136,15 +139,19 @@ class AlertsMixin(SqlBase):
             if rule is None:
                 raise NotFound(f"alert rule {rule_id} not found")
             meaning = False
-            if "group" in changes:
-                changes = {**changes, "group_name": changes.pop("group")}
+            values: dict[str, Any] = {
+                ("group_name" if key == "group" else key): value
+                for key, value in changes.items()
+            }
+            if "kind" in values:
+                values["kind"] = domain.AlertKind(values["kind"]).value  # a plain string
             for key in ("project", "run_id", "group_name", "kind", "params"):
-                if key in changes and changes[key] != getattr(rule, key):
-                    setattr(rule, key, changes[key])
+                if key in values and values[key] != getattr(rule, key):
+                    setattr(rule, key, values[key])
                     meaning = True
             for key in ("webhook_url", "webhook_secret", "enabled"):
-                if key in changes:
-                    setattr(rule, key, changes[key])
+                if key in values:
+                    setattr(rule, key, values[key])
             rule.updated_at = utcnow()
             if meaning or changes.get("enabled") is False:
                 s.execute(
@@ -153,7 +160,7 @@ class AlertsMixin(SqlBase):
                     .values(state="resolved", resolved_at=utcnow(), open_key=None)
                 )
             s.flush()
-            return _rule_dict(rule)
+            return _rule(rule)
 
     def delete_alert_rule(self, rule_id: int) -> None:
         with self.session() as s:
@@ -178,7 +185,9 @@ class AlertsMixin(SqlBase):
         s.execute(delete(AlertRule).where(AlertRule.run_id == run_id))
         super()._delete_run_dependents(s, run_id)
 
-    def rules_for_run(self, project: str, run_id: int, kinds: tuple[str, ...]) -> list[dict]:
+    def rules_for_run(
+        self, project: str, run_id: int, kinds: tuple[str, ...]
+    ) -> list[domain.AlertRule]:
         """Enabled rules of these kinds that apply to a run (its own, and project-wide)."""
         with self.session() as s:
             rules = s.scalars(
@@ -190,9 +199,11 @@ class AlertsMixin(SqlBase):
                     or_(AlertRule.run_id == run_id, AlertRule.run_id.is_(None)),
                 )
             ).all()
-            return [_rule_dict(r) for r in rules]
+            return [_rule(r) for r in rules]
 
-    def rules_for_group(self, project: str, group: str, kinds: tuple[str, ...]) -> list[dict]:
+    def rules_for_group(
+        self, project: str, group: str, kinds: tuple[str, ...]
+    ) -> list[domain.AlertRule]:
         """Enabled rules of these kinds that name this group of this project."""
         with self.session() as s:
             rules = s.scalars(
@@ -203,7 +214,7 @@ class AlertsMixin(SqlBase):
                     AlertRule.group_name == group,
                 )
             ).all()
-            return [_rule_dict(r) for r in rules]
+            return [_rule(r) for r in rules]
 
     def active_group_alerts(self, project: str, group: str) -> set[tuple[int, int | None]]:
         """(rule id, run id) of the active alerts on a group (run None) and on its seeds."""
@@ -226,13 +237,16 @@ class AlertsMixin(SqlBase):
                 ).all()
             )
 
-    def stalled_candidates(self) -> list[tuple[dict, dict]]:
-        """(rule, run) pairs a `stalled` rule covers: running runs, plus runs that still have
-        an active stalled alert of that rule (so it resolves when the run finishes)."""
+    def timer_candidates(
+        self, kinds: tuple[str, ...]
+    ) -> list[tuple[domain.AlertRule, domain.WatchedRun]]:
+        """(rule, run) pairs the enabled rules of these timer kinds (`stalled`) cover: running
+        runs, plus runs that still have an active alert of that rule (so it resolves when the
+        run finishes)."""
         out = []
         with self.session() as s:
             rules = s.scalars(
-                select(AlertRule).where(AlertRule.kind == "stalled", AlertRule.enabled)
+                select(AlertRule).where(AlertRule.kind.in_(kinds), AlertRule.enabled)
             ).all()
             for rule in rules:
                 q = (
@@ -247,31 +261,23 @@ class AlertsMixin(SqlBase):
                 )
                 q = q.where(or_(Run.status == "running", Run.id.in_(active)))
                 for rid, name, status, seen, project in s.execute(q).all():
-                    out.append(
-                        (
-                            _rule_dict(rule),
-                            {
-                                "id": rid,
-                                "name": name,
-                                "status": status,
-                                "last_seen_at": seen,
-                                "project": project,
-                            },
-                        )
+                    run = domain.WatchedRun(
+                        id=rid, name=name, status=status, last_seen_at=seen, project=project
                     )
+                    out.append((_rule(rule), run))
         return out
 
     # ---- opening and resolving -------------------------------------------------------------
     def open_alert(
         self,
-        rule: dict,
+        rule: domain.AlertRule,
         run_id: int | None,
         message: str,
         details: dict[str, Any],
         fit_id: int | None,
         webhook: EventBuilder | None = None,
         group: str | None = None,
-    ) -> dict | None:
+    ) -> domain.Alert | None:
         """Open an alert unless one is active for (rule, run) - for a group rule (rule,
         group) or (rule, group, seed) - and return it only when opened; `run_id` is None for
         an alert on a group's pooled fit.
@@ -287,13 +293,13 @@ class AlertsMixin(SqlBase):
             new_id = s.scalar(
                 dialect_insert(s)(Alert)
                 .values(
-                    rule_id=rule["id"],
+                    rule_id=rule.id,
                     run_id=run_id,
                     group_name=group,
-                    project=rule["project"],
-                    kind=rule["kind"],
+                    project=rule.project,
+                    kind=rule.kind.value,
                     state="open",
-                    open_key=open_key(rule["id"], run_id, group),
+                    open_key=open_key(rule.id, run_id, group),
                     message=message,
                     details=details,
                     fit_id=fit_id,
@@ -306,25 +312,25 @@ class AlertsMixin(SqlBase):
                 return None
             created = s.get(Alert, new_id)
             assert created is not None  # inserted by this transaction
-            alert = _alert_dict(created, run.name if run is not None else None)
+            alert = _alert(created, run.name if run is not None else None)
             enqueue_delivery(s, alert, "alert.opened", webhook)
             return alert
 
     def resolve_alert(
         self,
-        rule: dict,
+        rule: domain.AlertRule,
         run_id: int | None,
         details: dict[str, Any] | None = None,
         webhook: EventBuilder | None = None,
         group: str | None = None,
-    ) -> dict | None:
+    ) -> domain.Alert | None:
         """Resolve the active alert of (rule, run) - or of (rule, group[, seed]) - if any;
         returns it only when resolved."""
         with self.session() as s:
             now = utcnow()
             row = s.execute(
                 update(Alert)
-                .where(Alert.open_key == open_key(rule["id"], run_id, group))
+                .where(Alert.open_key == open_key(rule.id, run_id, group))
                 .values(state="resolved", resolved_at=now, open_key=None)
                 .returning(Alert.id)
             ).first()
@@ -336,7 +342,7 @@ class AlertsMixin(SqlBase):
             if details:
                 a.details = {**(a.details or {}), "resolution": details}
             s.flush()
-            alert = _alert_dict(a, s.scalar(select(Run.name).where(Run.id == run_id)))
+            alert = _alert(a, s.scalar(select(Run.name).where(Run.id == run_id)))
             enqueue_delivery(s, alert, "alert.resolved", webhook)
             return alert
 
@@ -350,7 +356,7 @@ class AlertsMixin(SqlBase):
         offset: int = 0,
         group: str | None = None,
         projects: Sequence[str] | None = None,
-    ) -> tuple[list[dict], int]:
+    ) -> tuple[list[domain.Alert], int]:
         """Alerts, newest first. `state`: open | acknowledged | resolved | active (open+ack).
         `projects`: only alerts of these projects (a project-scoped token's list)."""
         with self.session() as s:
@@ -374,7 +380,7 @@ class AlertsMixin(SqlBase):
                 .where(Alert.id.in_(q.order_by(Alert.id.desc()).limit(limit).offset(offset)))
                 .order_by(Alert.id.desc())
             ).all()
-            return [_alert_dict(a, name) for a, name in rows], total
+            return [_alert(a, name) for a, name in rows], total
 
     def rule_project(self, rule_id: int) -> str | None:
         """The project of an alert rule (None: no such rule)."""
@@ -386,14 +392,14 @@ class AlertsMixin(SqlBase):
         with self.session() as s:
             return s.scalar(select(Alert.project).where(Alert.id == alert_id))
 
-    def get_alert(self, alert_id: int) -> dict:
+    def get_alert(self, alert_id: int) -> domain.Alert:
         with self.session() as s:
             a = s.get(Alert, alert_id)
             if a is None:
                 raise NotFound(f"alert {alert_id} not found")
-            return _alert_dict(a, s.scalar(select(Run.name).where(Run.id == a.run_id)))
+            return _alert(a, s.scalar(select(Run.name).where(Run.id == a.run_id)))
 
-    def ack_alert(self, alert_id: int) -> dict:
+    def ack_alert(self, alert_id: int) -> domain.Alert:
         """Acknowledge an open alert (idempotent; a resolved alert stays resolved)."""
         with self.session() as s:
             s.execute(
@@ -404,7 +410,7 @@ class AlertsMixin(SqlBase):
             a = s.get(Alert, alert_id)
             if a is None:
                 raise NotFound(f"alert {alert_id} not found")
-            return _alert_dict(a, s.scalar(select(Run.name).where(Run.id == a.run_id)))
+            return _alert(a, s.scalar(select(Run.name).where(Run.id == a.run_id)))
 
     def open_alert_counts(self, run_ids: list[int]) -> dict[int, int]:
         """Unacknowledged open alerts per run (runs without any are left out)."""

@@ -17,15 +17,25 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
+from scalewatch.server.domain.alerts import (
+    Alert,
+    AlertRule,
+    AttemptRecord,
+    ClaimedDelivery,
+    Delivery,
+    DeliveryOutcome,
+    RuleChanges,
+    WatchedRun,
+)
 from scalewatch.server.ingest import Batch, PointRow
 from scalewatch.server.store.fit_records import FitHistoryEntry, FitRecord
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
-# (alert dict, event) -> (url, body) or None: how the alert service turns an alert into a
-# webhook; the store calls it inside the transaction that opens/resolves the alert.
-EventBuilder = Callable[[dict[str, Any], str], "tuple[str, str] | None"]
+# (alert, event, delivery id) -> (url, body) or None: how the alert service turns an alert into
+# a webhook; the store calls it inside the transaction that opens/resolves the alert.
+EventBuilder = Callable[[Alert, str, str], "tuple[str, str] | None"]
 
 
 class NotFound(LookupError):
@@ -222,45 +232,49 @@ class AlertStore(Protocol):
         webhook_secret: str | None = None,
         enabled: bool = True,
         group: str | None = None,
-    ) -> dict: ...
-    def get_alert_rule(self, rule_id: int) -> dict: ...
+    ) -> AlertRule: ...
+    def get_alert_rule(self, rule_id: int) -> AlertRule: ...
     def list_alert_rules(
         self,
         project: str | None = None,
         run_id: int | None = None,
         projects: Sequence[str] | None = None,
-    ) -> list[dict]: ...
+    ) -> list[AlertRule]: ...
     def rule_project(self, rule_id: int) -> str | None: ...
     def alert_project(self, alert_id: int) -> str | None: ...
-    def update_alert_rule(self, rule_id: int, changes: dict[str, Any]) -> dict: ...
+    def update_alert_rule(self, rule_id: int, changes: RuleChanges) -> AlertRule: ...
     def delete_alert_rule(self, rule_id: int) -> None: ...
-    def rules_for_run(self, project: str, run_id: int, kinds: tuple[str, ...]) -> list[dict]: ...
+    def rules_for_run(
+        self, project: str, run_id: int, kinds: tuple[str, ...]
+    ) -> list[AlertRule]: ...
     def rules_for_group(
         self, project: str, group: str, kinds: tuple[str, ...]
-    ) -> list[dict]: ...
+    ) -> list[AlertRule]: ...
     def active_alert_rules(self, run_id: int) -> set[int]: ...
     def active_group_alerts(
         self, project: str, group: str
     ) -> set[tuple[int, int | None]]: ...
-    def stalled_candidates(self) -> list[tuple[dict, dict]]: ...
+    def timer_candidates(
+        self, kinds: tuple[str, ...]
+    ) -> list[tuple[AlertRule, WatchedRun]]: ...
     def open_alert(
         self,
-        rule: dict,
+        rule: AlertRule,
         run_id: int | None,
         message: str,
         details: dict[str, Any],
         fit_id: int | None,
         webhook: EventBuilder | None = None,
         group: str | None = None,
-    ) -> dict | None: ...
+    ) -> Alert | None: ...
     def resolve_alert(
         self,
-        rule: dict,
+        rule: AlertRule,
         run_id: int | None,
         details: dict[str, Any] | None = None,
         webhook: EventBuilder | None = None,
         group: str | None = None,
-    ) -> dict | None: ...
+    ) -> Alert | None: ...
     def list_alerts(
         self,
         project: str | None = None,
@@ -270,19 +284,19 @@ class AlertStore(Protocol):
         offset: int = 0,
         group: str | None = None,
         projects: Sequence[str] | None = None,
-    ) -> tuple[list[dict], int]: ...
-    def get_alert(self, alert_id: int) -> dict: ...
-    def ack_alert(self, alert_id: int) -> dict: ...
+    ) -> tuple[list[Alert], int]: ...
+    def get_alert(self, alert_id: int) -> Alert: ...
+    def ack_alert(self, alert_id: int) -> Alert: ...
     def open_alert_counts(self, run_ids: list[int]) -> dict[int, int]: ...
 
 
 class OutboxStore(Protocol):
     """Webhook deliveries: claimed with a lease by senders, every attempt recorded."""
 
-    def alert_deliveries(self, alert_id: int) -> list[dict]: ...
+    def alert_deliveries(self, alert_id: int) -> list[Delivery]: ...
     def claim_deliveries(
         self, owner: str, lease_seconds: float = 60.0, limit: int = 8
-    ) -> list[dict]: ...
+    ) -> list[ClaimedDelivery]: ...
     def renew_delivery_leases(
         self, delivery_ids: list[int], owner: str, seconds: float
     ) -> int: ...
@@ -290,8 +304,8 @@ class OutboxStore(Protocol):
         self,
         delivery_id: int,
         owner: str,
-        attempt: dict[str, Any],
-        outcome: str,
+        attempt: AttemptRecord,
+        outcome: DeliveryOutcome,
         next_attempt_at: datetime | None = None,
     ) -> bool: ...
 

@@ -16,26 +16,27 @@ from sqlalchemy.orm import Session
 
 from scalewatch.server.db.alert_models import Alert, AlertDelivery, AlertRule, DeliveryAttempt
 from scalewatch.server.db.models import utcnow
+from scalewatch.server.domain import alerts as domain
 from scalewatch.server.store.base import EventBuilder, NotFound
 from scalewatch.server.store.common import SqlBase, iso
 
 
 def enqueue_delivery(
-    s: Session, alert: dict[str, Any], event: str, webhook: EventBuilder | None
+    s: Session, alert: domain.Alert, event: str, webhook: EventBuilder | None
 ) -> None:
     """Add the outbox row of an alert event inside the caller's transaction (so the delivery
     exists iff the alert change commits); nothing when the rule has no webhook."""
     if webhook is None:
         return
     key = uuid.uuid4().hex
-    built = webhook({**alert, "delivery_id": key}, event)
+    built = webhook(alert, event, key)
     if built is None:
         return
     url, body = built
     now = utcnow()
     s.add(
         AlertDelivery(
-            alert_id=alert["id"],
+            alert_id=alert.id,
             event=event,
             delivery_key=key,
             url=url,
@@ -49,7 +50,7 @@ def enqueue_delivery(
 
 
 class OutboxMixin(SqlBase):
-    def alert_deliveries(self, alert_id: int) -> list[dict]:
+    def alert_deliveries(self, alert_id: int) -> list[domain.Delivery]:
         """Webhook deliveries of an alert with every attempt, oldest first."""
         with self.session() as s:
             if s.get(Alert, alert_id) is None:
@@ -59,7 +60,7 @@ class OutboxMixin(SqlBase):
                 .where(AlertDelivery.alert_id == alert_id)
                 .order_by(AlertDelivery.id)
             ).all()
-            attempts: dict[int, list[dict]] = {d.id: [] for d in deliveries}
+            attempts: dict[int, list[domain.DeliveryAttempt]] = {d.id: [] for d in deliveries}
             if deliveries:
                 for a in s.scalars(
                     select(DeliveryAttempt)
@@ -67,37 +68,37 @@ class OutboxMixin(SqlBase):
                     .order_by(DeliveryAttempt.id)
                 ).all():
                     attempts[a.delivery_id].append(
-                        {
-                            "attempt": a.attempt,
-                            "at": iso(a.started_at),
-                            "duration_ms": round(a.duration_ms, 2),
-                            "status_code": a.status_code,
-                            "error": a.error,
-                            "ok": a.ok,
-                        }
+                        domain.DeliveryAttempt(
+                            attempt=a.attempt,
+                            at=iso(a.started_at),
+                            duration_ms=round(a.duration_ms, 2),
+                            status_code=a.status_code,
+                            error=a.error,
+                            ok=a.ok,
+                        )
                     )
             return [
-                {
-                    "id": d.id,
-                    "alert_id": d.alert_id,
-                    "event": d.event,
-                    "delivery_id": d.delivery_key,
-                    "url": d.url,
-                    "state": d.state,
-                    "attempts": d.attempts,
-                    "created_at": iso(d.created_at),
-                    "next_attempt_at": iso(d.next_attempt_at) if d.state == "pending" else None,
-                    "delivered_at": iso(d.delivered_at),
-                    "last_error": d.last_error,
-                    "attempt_log": attempts[d.id],
-                }
+                domain.Delivery(
+                    id=d.id,
+                    alert_id=d.alert_id,
+                    event=d.event,
+                    delivery_id=d.delivery_key,
+                    url=d.url,
+                    state=d.state,
+                    attempts=d.attempts,
+                    created_at=iso(d.created_at),
+                    next_attempt_at=iso(d.next_attempt_at) if d.state == "pending" else None,
+                    delivered_at=iso(d.delivered_at),
+                    last_error=d.last_error,
+                    attempt_log=attempts[d.id],
+                )
                 for d in deliveries
             ]
 
     # ---- the outbox sender -----------------------------------------------------------------
     def claim_deliveries(
         self, owner: str, lease_seconds: float = 60.0, limit: int = 8
-    ) -> list[dict]:
+    ) -> list[domain.ClaimedDelivery]:
         """Lease due pending deliveries (compare-and-set, safe across processes)."""
         now = utcnow()
         with self.session() as s:
@@ -139,19 +140,18 @@ class OutboxMixin(SqlBase):
                     .join(Alert, Alert.rule_id == AlertRule.id)
                     .where(Alert.id == res[0])
                 )
-                created = res[5]
                 claimed.append(
-                    {
-                        "id": did,
-                        "alert_id": res[0],
-                        "delivery_key": res[1],
-                        "url": res[2],
-                        "body": res[3],
-                        "attempts": res[4],
-                        "created_at": created,
-                        "event": res[6],
-                        "secret": secret,
-                    }
+                    domain.ClaimedDelivery(
+                        id=did,
+                        alert_id=res[0],
+                        delivery_key=res[1],
+                        url=res[2],
+                        body=res[3],
+                        attempts=res[4],
+                        created_at=res[5],
+                        event=res[6],
+                        secret=secret,
+                    )
                 )
         return claimed
 
@@ -175,8 +175,8 @@ class OutboxMixin(SqlBase):
         self,
         delivery_id: int,
         owner: str,
-        attempt: dict[str, Any],
-        outcome: str,
+        attempt: domain.AttemptRecord,
+        outcome: domain.DeliveryOutcome,
         next_attempt_at: datetime | None = None,
     ) -> bool:
         """Log an attempt and move the delivery on (delivered / pending again / failed).
@@ -189,8 +189,8 @@ class OutboxMixin(SqlBase):
                 "attempts": AlertDelivery.attempts + 1,
                 "lease_owner": None,
                 "lease_until": None,
-                "last_error": attempt.get("error")
-                or (None if attempt.get("ok") else f"HTTP {attempt.get('status_code')}"),
+                "last_error": attempt.error
+                or (None if attempt.ok else f"HTTP {attempt.status_code}"),
             }
             if outcome == "delivered":
                 values.update(state="delivered", delivered_at=utcnow())
@@ -210,11 +210,11 @@ class OutboxMixin(SqlBase):
                 DeliveryAttempt(
                     delivery_id=delivery_id,
                     attempt=int(res[0]),
-                    started_at=attempt["started_at"],
-                    duration_ms=float(attempt["duration_ms"]),
-                    status_code=attempt.get("status_code"),
-                    error=attempt.get("error"),
-                    ok=bool(attempt.get("ok")),
+                    started_at=attempt.started_at,
+                    duration_ms=float(attempt.duration_ms),
+                    status_code=attempt.status_code,
+                    error=attempt.error,
+                    ok=attempt.ok,
                 )
             )
             return True

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
+from scalewatch.server.domain.alerts import Alert, AlertRule, Delivery, RuleChanges
 from scalewatch.server.store.base import NotFound, RunQuery, Store
 
 
@@ -223,19 +224,24 @@ class ScopedStore:
 
     # ---- alert rules and alerts ---------------------------------------------------------------
     def create_alert_rule(self, project: str, kind: str, params: dict[str, Any],
-                          **kwargs: Any) -> dict:
+                          run_id: int | None = None, webhook_url: str | None = None,
+                          webhook_secret: str | None = None, enabled: bool = True,
+                          group: str | None = None) -> AlertRule:
         self.check_project(project)
-        return self.inner.create_alert_rule(project, kind, params, **kwargs)
+        return self.inner.create_alert_rule(project, kind, params, run_id=run_id,
+                                            webhook_url=webhook_url,
+                                            webhook_secret=webhook_secret, enabled=enabled,
+                                            group=group)
 
-    def get_alert_rule(self, rule_id: int) -> dict:
+    def get_alert_rule(self, rule_id: int) -> AlertRule:
         self.check_rule(rule_id)
         return self.inner.get_alert_rule(rule_id)
 
     def list_alert_rules(self, project: str | None = None, run_id: int | None = None,
-                         projects: Sequence[str] | None = None) -> list[dict]:
+                         projects: Sequence[str] | None = None) -> list[AlertRule]:
         return self.inner.list_alert_rules(project, run_id, projects=self._within(projects))
 
-    def update_alert_rule(self, rule_id: int, changes: dict[str, Any]) -> dict:
+    def update_alert_rule(self, rule_id: int, changes: RuleChanges) -> AlertRule:
         self.check_rule(rule_id)
         if changes.get("project") is not None:  # moving a rule into another project
             self.check_project(changes["project"])
@@ -248,19 +254,19 @@ class ScopedStore:
     def list_alerts(self, project: str | None = None, run_id: int | None = None,
                     state: str | None = None, limit: int = 100, offset: int = 0,
                     group: str | None = None,
-                    projects: Sequence[str] | None = None) -> tuple[list[dict], int]:
+                    projects: Sequence[str] | None = None) -> tuple[list[Alert], int]:
         return self.inner.list_alerts(project, run_id, state, limit, offset, group,
                                       projects=self._within(projects))
 
-    def get_alert(self, alert_id: int) -> dict:
+    def get_alert(self, alert_id: int) -> Alert:
         self.check_alert(alert_id)
         return self.inner.get_alert(alert_id)
 
-    def ack_alert(self, alert_id: int) -> dict:
+    def ack_alert(self, alert_id: int) -> Alert:
         self.check_alert(alert_id)
         return self.inner.ack_alert(alert_id)
 
-    def alert_deliveries(self, alert_id: int) -> list[dict]:
+    def alert_deliveries(self, alert_id: int) -> list[Delivery]:
         self.check_alert(alert_id)
         return self.inner.alert_deliveries(alert_id)
 

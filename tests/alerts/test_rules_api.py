@@ -108,12 +108,12 @@ def test_one_active_alert_per_rule_and_run_is_enforced_by_the_database(api):
     with pytest.raises(IntegrityError), store.session() as s:
         s.add(
             Alert(
-                rule_id=rule["id"],
+                rule_id=rule.id,
                 run_id=rid,
                 project="p",
-                kind=rule["kind"],
+                kind=rule.kind.value,
                 state="open",
-                open_key=f"{rule['id']}:{rid}",
+                open_key=f"{rule.id}:{rid}",
                 message="dup",
                 details={},
                 created_at=utcnow(),
@@ -121,9 +121,9 @@ def test_one_active_alert_per_rule_and_run_is_enforced_by_the_database(api):
         )
     assert store.resolve_alert(rule, rid) is not None
     second = store.open_alert(rule, rid, "new episode", {}, None)  # resolved ones don't collide
-    assert second is not None and second["id"] != first["id"]
+    assert second is not None and second.id != first.id
     alerts, total = store.list_alerts(run_id=rid)
-    assert total == 2 and [a["state"] for a in alerts] == ["open", "resolved"]
+    assert total == 2 and [a.state for a in alerts] == ["open", "resolved"]
     assert store.open_alert_counts([rid, 999]) == {rid: 1}
 
 

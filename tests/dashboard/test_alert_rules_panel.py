@@ -3,14 +3,18 @@ checked as the API checks a rule."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from scalewatch.dashboard.alert_rules import new_rule, param_inputs, rule_rows
 from scalewatch.server.alerts.checks import InvalidRule
+from scalewatch.server.alerts.rule_service import RuleDraft, check_new_rule
+from scalewatch.server.domain.alerts import AlertRule
 from scalewatch.server.store.base import NotFound
 
 SLACK = "https://hooks.slack.com/services/T0/B0/secret-part"
-RULES = [
+RULES = [AlertRule.model_validate({"updated_at": None, **r}) for r in [
     {"id": 1, "project": "p", "run_id": None, "group": None, "kind": "asymptote_drop",
      "params": {"delta": 0.02}, "webhook_url": SLACK, "has_secret": True, "enabled": True,
      "created_at": "2026-12-02T07:25:11.317394+00:00"},
@@ -20,7 +24,7 @@ RULES = [
     {"id": 3, "project": "p q", "run_id": None, "group": "8gen", "kind": "seed_off_curve",
      "params": {}, "webhook_url": None, "has_secret": False, "enabled": True,
      "created_at": None},
-]
+]]
 
 
 def test_a_webhook_is_shown_whole_to_admins_only() -> None:
@@ -60,14 +64,18 @@ class _Store:
         return {"id": run_id, "project": "p" if run_id == 12 else "q"}
 
 
+def _form_rule(store: Any, *fields: Any) -> RuleDraft:
+    """The form's fields as a rule, checked as ``rule_service.create_rule`` checks it."""
+    return check_new_rule(store, new_rule(*fields), False)
+
+
 def test_the_form_becomes_a_rule_checked_as_the_api_checks_one() -> None:
     store = _Store()
-    rule = new_rule(store, "p", "run:12", "asymptote_drop", {"delta": None}, "", None, False)
+    rule = _form_rule(store, "p", "run:12", "asymptote_drop", {"delta": None}, "", None)
     assert (rule.project, rule.run_id, rule.group, rule.params) == ("p", 12, None, {"delta": 0.02})
-    rule = new_rule(store, "p", "group:8gen", "seed_off_curve", {}, None, None, False)
+    rule = _form_rule(store, "p", "group:8gen", "seed_off_curve", {}, None, None)
     assert (rule.run_id, rule.group) == (None, "8gen")
-    rule = new_rule(store, "p", "every", "stalled", {"minutes": 30}, "https://8.8.8.8/h", "s",
-                    False)
+    rule = _form_rule(store, "p", "every", "stalled", {"minutes": 30}, "https://8.8.8.8/h", "s")
     assert (rule.run_id, rule.params, rule.webhook_url) == (None, {"minutes": 30.0},
                                                              "https://8.8.8.8/h")
     bad = [
@@ -90,7 +98,7 @@ def test_the_form_becomes_a_rule_checked_as_the_api_checks_one() -> None:
     ]
     for args, field, says in bad:
         with pytest.raises(InvalidRule, match=says) as exc:
-            new_rule(store, *args, False)
+            _form_rule(store, *args)
         assert exc.value.field == field, args
 
 
@@ -100,3 +108,53 @@ def test_the_api_refuses_what_the_form_refuses(api) -> None:  # noqa: ANN001
         r = api.post("/api/v1/alert-rules", json={"project": "p", "kind": "stalled",
                                                   "params": {"minutes": 1}, "webhook_url": url})
         assert r.status_code == 422 and says in r.text, r.text
+
+
+def _dashboard_create(api: Any, project: str, watches: str, kind: str,
+                      params: dict[str, Any]) -> dict[str, Any]:
+    """Press the New rule form's Create button, as the browser posts it."""
+    deps = api.get("/dashboard/_dash-dependencies").json()
+    dep = next(d for d in deps if "rule-create-msg.children" in d["output"])
+    values = {"rule-project": project, "rule-watches": watches, "rule-kind": kind,
+              "rule-create": 1, "rules-changed": 0}
+
+    def item(i: dict[str, Any]) -> Any:
+        if str(i["id"]).startswith("{"):  # the parameter boxes (pattern-matching states)
+            return [{"id": {"type": "rule-param", "name": name}, "property": i["property"],
+                     "value": {"type": "rule-param", "name": name} if i["property"] == "id"
+                     else value} for name, value in params.items()]
+        return {**i, "value": values.get(i["id"])}
+
+    body = {"output": dep["output"],
+            "outputs": [{"id": "rule-create-msg", "property": "children"},
+                        {"id": "rules-changed", "property": "data"}],
+            "inputs": [item(i) for i in dep["inputs"]], "state": [item(i) for i in dep["state"]],
+            "changedPropIds": ["rule-create.n_clicks"]}
+    r = api.post("/dashboard/_dash-update-component", json=body)
+    assert r.status_code == 200, r.text
+    return r.json()["response"]["rule-create-msg"]["children"]["props"]
+
+
+def test_a_bad_rule_gets_the_same_error_from_the_dashboard_as_from_the_api(api) -> None:  # noqa: ANN001
+    """Both write through ``rule_service.create_rule``: the same field, the same words."""
+    own = api.post("/api/v1/runs", json={"project": "p", "name": "r"}).json()["id"]
+    other = api.post("/api/v1/runs", json={"project": "q", "name": "r"}).json()["id"]
+    cases = [  # (watches, kind, params) as the form sends them, and as the API takes them
+        ("every", "below_baseline", {"baseline_run_id": 999999}, {}),
+        (f"run:{other}", "stalled", {"minutes": 5}, {"run_id": other}),
+        ("group:g", "below_baseline", {"baseline_run_id": own}, {"group": "g"}),
+        ("every", "seed_off_curve", {}, {}),
+        ("every", "stalled", {"minutes": -1}, {}),
+    ]
+    for watches, kind, params, target in cases:
+        r = api.post("/api/v1/alert-rules",
+                     json={"project": "p", "kind": kind, "params": params, **target})
+        assert r.status_code == 422, r.text
+        (error,) = r.json()["errors"]
+        said = _dashboard_create(api, "p", watches, kind, params)
+        assert said["id"] == "rule-create-bad", said
+        assert said["children"] == f"{error['loc']}: {error['msg']}", (said, error)
+    assert api.get("/api/v1/alert-rules").json()["total"] == 0  # neither wrote anything
+    ok = _dashboard_create(api, "p", f"run:{own}", "stalled", {"minutes": 5})
+    assert ok["id"] == "rule-create-ok", ok
+    assert api.get("/api/v1/alert-rules").json()["rules"][0]["run_id"] == own

@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 
 from scalewatch.dashboard.callback_client import dash_call
 from scalewatch.server.db.models import utcnow
+from scalewatch.server.domain.alerts import AttemptRecord
 from scalewatch.server.scopes import AUTH_COOKIE
 from tests.conftest import make_app
 from tests.security.conftest import authed_app
@@ -24,12 +25,13 @@ def _failed_delivery(store: Any) -> int:
     """An alert whose webhook went to SECRET_URL and failed once with SOCKET_ERROR."""
     rid = store.get_or_create_run("p", "r")[0]["id"]
     rule = store.create_alert_rule("p", "asymptote_drop", {}, run_id=rid, webhook_url=SECRET_URL)
-    alert = store.open_alert(rule, rid, "m", {}, None, webhook=lambda a, e: (SECRET_URL, "{}"))
+    alert = store.open_alert(rule, rid, "m", {}, None,
+                             webhook=lambda a, e, key: (SECRET_URL, "{}"))
     (item,) = store.claim_deliveries("me", lease_seconds=60)
-    attempt = {"started_at": utcnow(), "duration_ms": 1.0, "status_code": None,
-               "error": SOCKET_ERROR, "ok": False}
-    store.record_delivery_attempt(item["id"], "me", attempt, "retry", utcnow() + timedelta(hours=1))
-    return int(alert["id"])
+    attempt = AttemptRecord(started_at=utcnow(), duration_ms=1.0, status_code=None,
+                            error=SOCKET_ERROR, ok=False)
+    store.record_delivery_attempt(item.id, "me", attempt, "retry", utcnow() + timedelta(hours=1))
+    return int(alert.id)
 
 
 def _deliveries_table(client: TestClient, alert_id: int) -> str:

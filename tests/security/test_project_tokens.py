@@ -166,9 +166,9 @@ def test_a_scoped_dashboard_session_cannot_acknowledge_another_projects_alert(
             changed=["alerts-ack.n_clicks"]))
 
     assert "not found" in ack(other.alert)
-    assert app.state.store.get_alert(other.alert)["state"] == "open"
+    assert app.state.store.get_alert(other.alert).state == "open"
     assert "acknowledged" in ack(own.alert)
-    assert app.state.store.get_alert(own.alert)["state"] == "acknowledged"
+    assert app.state.store.get_alert(own.alert).state == "acknowledged"
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:

@@ -15,6 +15,7 @@ import pytest
 from scalewatch.server.alerts import targets
 from scalewatch.server.alerts.webhooks import WebhookSender, post
 from scalewatch.server.db.models import utcnow
+from scalewatch.server.domain.alerts import AttemptRecord, ClaimedDelivery
 from tests.alerts.helpers import Receiver
 from tests.security.conftest import authed_app
 from tests.support.polling import wait_for
@@ -179,17 +180,17 @@ class FakeOutbox:
 
     def __init__(self, urls: list[str]) -> None:
         self.items = [
-            {
-                "id": i + 1,
-                "alert_id": 1,
-                "delivery_key": f"k{i}",
-                "url": u,
-                "body": "{}",
-                "attempts": 0,
-                "created_at": utcnow(),
-                "event": "alert.opened",
-                "secret": None,
-            }
+            ClaimedDelivery(
+                id=i + 1,
+                alert_id=1,
+                delivery_key=f"k{i}",
+                url=u,
+                body="{}",
+                attempts=0,
+                created_at=utcnow(),
+                event="alert.opened",
+                secret=None,
+            )
             for i, u in enumerate(urls)
         ]
         self.claimed = False
@@ -209,10 +210,11 @@ class FakeOutbox:
         return len(ids)
 
     def record_delivery_attempt(
-        self, delivery_id: int, owner: str, attempt: dict, outcome: str, next_attempt_at: Any = None
+        self, delivery_id: int, owner: str, attempt: AttemptRecord, outcome: str,
+        next_attempt_at: Any = None,
     ) -> bool:
         with self.lock:
-            self.recorded[delivery_id] = {**attempt, "outcome": outcome}
+            self.recorded[delivery_id] = {**attempt.model_dump(), "outcome": outcome}
         return True
 
     def alert_deliveries(self, alert_id: int) -> list:
@@ -246,11 +248,11 @@ def test_store_renews_only_its_own_leases(store) -> None:
         "m",
         {},
         None,
-        webhook=lambda alert, event: ("https://93.184.215.14/hook", "{}"),
+        webhook=lambda alert, event, key: ("https://93.184.215.14/hook", "{}"),
     )
     (item,) = store.claim_deliveries("me", lease_seconds=1)
-    assert store.renew_delivery_leases([item["id"]], "someone-else", 600) == 0
-    assert store.renew_delivery_leases([item["id"]], "me", 600) == 1
+    assert store.renew_delivery_leases([item.id], "someone-else", 600) == 0
+    assert store.renew_delivery_leases([item.id], "me", 600) == 1
     assert store.claim_deliveries("other", lease_seconds=1) == []  # still leased to "me"
 
 
@@ -268,23 +270,24 @@ def test_read_scope_sees_host_and_a_generic_error_only(sqlite_url) -> None:
         assert "SECRET" not in r.text  # write scope is below admin too
         rule = store.get_alert_rule(r.json()["id"])
         alert = store.open_alert(
-            rule, rid, "m", {}, None, webhook=lambda alert, event: (secret_url, "{}")
+            rule, rid, "m", {}, None, webhook=lambda alert, event, key: (secret_url, "{}")
         )
+        assert alert is not None
         (item,) = store.claim_deliveries("me", lease_seconds=60)
         store.record_delivery_attempt(
-            item["id"],
+            item.id,
             "me",
-            {
-                "started_at": utcnow(),
-                "duration_ms": 1.0,
-                "status_code": None,
-                "error": "ConnectionRefusedError: [Errno 111] Connection refused",
-                "ok": False,
-            },
+            AttemptRecord(
+                started_at=utcnow(),
+                duration_ms=1.0,
+                status_code=None,
+                error="ConnectionRefusedError: [Errno 111] Connection refused",
+                ok=False,
+            ),
             "retry",
             utcnow() + timedelta(hours=1),
         )
-        path = f"/api/v1/alerts/{alert['id']}/deliveries"
+        path = f"/api/v1/alerts/{alert.id}/deliveries"
         read = c.get(path, headers=a.h("read")).json()["deliveries"][0]
         assert read["url"] == "https://hooks.slack.com/…"
         assert read["last_error"] == "delivery failed"
@@ -296,7 +299,7 @@ def test_read_scope_sees_host_and_a_generic_error_only(sqlite_url) -> None:
         for scope in ("read", "write"):
             rules = c.get("/api/v1/alert-rules", headers=a.h(scope)).json()["rules"]
             assert rules[0]["webhook_url"] == "https://hooks.slack.com/…"
-            one = c.get(f"/api/v1/alert-rules/{rule['id']}", headers=a.h(scope)).json()
+            one = c.get(f"/api/v1/alert-rules/{rule.id}", headers=a.h(scope)).json()
             assert one["webhook_url"] == "https://hooks.slack.com/…"
         assert (
             c.get("/api/v1/alert-rules", headers=a.h("admin")).json()["rules"][0]["webhook_url"]

@@ -18,7 +18,9 @@ class World:
         assert r.status_code == 200, r.text
         self.rule = self.new_rule()
         rule = app.state.store.get_alert_rule(self.rule)
-        self.alert = app.state.store.open_alert(rule, self.run, "m", {}, None)["id"]
+        opened = app.state.store.open_alert(rule, self.run, "m", {}, None)
+        assert opened is not None
+        self.alert = opened.id
 
     def new_run(self, name: str) -> int:
         r = self.client.post("/api/v1/runs", json={"project": self.project, "name": name,

@@ -7,8 +7,9 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, HTTPException, Query, Response
 
 from scalewatch.server import limits
-from scalewatch.server.alerts.checks import InvalidRule, check_webhook, validated_params
-from scalewatch.server.alerts.kinds import AlertKind
+from scalewatch.server.alerts import rule_service
+from scalewatch.server.alerts.checks import InvalidRule
+from scalewatch.server.alerts.rule_service import ProjectCheck, RuleDraft
 from scalewatch.server.api.deps import (
     AUTH_RESPONSES,
     PROJECTS,
@@ -30,7 +31,7 @@ from scalewatch.server.api.schemas import (
     RulePatch,
     not_found,
 )
-from scalewatch.server.config import Settings
+from scalewatch.server.domain.alerts import Alert, AlertRule
 from scalewatch.server.scopes import redact_delivery, webhook_host_only
 from scalewatch.server.store import Store
 
@@ -59,52 +60,36 @@ def _scope(info: dict[str, Any] | None) -> str:
     return "admin" if info is None else str(info["scope"])  # None: auth is off
 
 
-def _rule_out(rule: dict[str, Any], scope: str) -> dict[str, Any]:
+def _rule_out(rule: AlertRule, scope: str) -> AlertRule:
     # A webhook URL is often a secret (Slack's is): below admin, only its host is shown.
     if scope == "admin":
         return rule
-    return {**rule, "webhook_url": webhook_host_only(rule.get("webhook_url"))}
+    return rule.model_copy(update={"webhook_url": webhook_host_only(rule.webhook_url)})
 
 
-def _check_target(url: str | None, settings: Settings) -> None:
-    try:
-        check_webhook(url, settings.webhook_allow_private)
-    except InvalidRule as exc:
-        raise _invalid(exc.field, str(exc)) from exc
-
-
-def _validated(store: Store, project: str, run_id: int | None, kind: str, params: dict,
-               group: str | None = None) -> dict:
-    # An unknown run here is a bad field of the rule (422), not an unknown resource (404).
-    try:
-        return validated_params(store, project, run_id, kind, params, group)
-    except InvalidRule as exc:
-        raise _invalid(exc.field, str(exc)) from exc
+def _project_check(store: Store) -> ProjectCheck:
+    return lambda project: check_project(store, project)
 
 
 @router.post("/alert-rules", response_model=RuleOut, status_code=201)
 def create_rule(
     body: RuleCreate, store: StoreDep, settings: SettingsDep, info: TokenInfo = WRITE
-) -> dict:
+) -> AlertRule:
     """Create an alert rule for one run, for a group (`group`; not with `run_id`), or for
     every run of a project (both null). `seed_off_curve` needs a group.
 
     The webhook URL must resolve to public addresses only (unless the server runs with
     `SCALEWATCH_WEBHOOK_ALLOW_PRIVATE=1`); below admin scope only its host is returned."""
-    check_project(store, body.project)
-    _check_target(body.webhook_url, settings)
-    kind = body.kind.value
-    params = _validated(store, body.project, body.run_id, kind, body.params, body.group)
-    rule = store.create_alert_rule(
-        body.project,
-        kind,
-        params,
-        run_id=body.run_id,
-        webhook_url=body.webhook_url,
-        webhook_secret=body.webhook_secret,
-        enabled=body.enabled,
-        group=body.group,
+    draft = RuleDraft(
+        body.project, body.kind.value, body.params, run_id=body.run_id, group=body.group,
+        webhook_url=body.webhook_url, webhook_secret=body.webhook_secret, enabled=body.enabled,
     )
+    # An unknown run here is a bad field of the rule (422), not an unknown resource (404).
+    try:
+        rule = rule_service.create_rule(store, draft, settings.webhook_allow_private,
+                                        _project_check(store))
+    except InvalidRule as exc:
+        raise _invalid(exc.field, str(exc)) from exc
     return _rule_out(rule, _scope(info))
 
 
@@ -114,17 +99,17 @@ def list_rules(
     info: TokenInfo = READ,
     project: Annotated[str | None, Query(max_length=limits.MAX_NAME_LENGTH)] = None,
     run: Annotated[int | None, Query(ge=1, le=ID_MAX, description="rules covering run")] = None,
-) -> dict:
+) -> RuleList:
     """Rules (webhook secrets are never returned: see `has_secret`)."""
     _query_nul(project)
     rules = [
         _rule_out(r, _scope(info)) for r in store.list_alert_rules(project=project, run_id=run)
     ]
-    return {"rules": rules, "total": len(rules)}
+    return RuleList(rules=[RuleOut.of(r) for r in rules], total=len(rules))
 
 
 @router.get("/alert-rules/{rule_id}", response_model=RuleOut, responses=RULE_404)
-def get_rule(rule_id: PathId, store: StoreDep, info: TokenInfo = READ) -> dict:
+def get_rule(rule_id: PathId, store: StoreDep, info: TokenInfo = READ) -> AlertRule:
     return _rule_out(store.get_alert_rule(rule_id), _scope(info))
 
 
@@ -135,33 +120,22 @@ def patch_rule(
     store: StoreDep,
     settings: SettingsDep,
     info: TokenInfo = WRITE,
-) -> dict:
+) -> AlertRule:
     """Change a rule. Changing kind, params, project or run resolves its active alerts."""
-    _check_target(body.webhook_url, settings)
-    rule = store.get_alert_rule(rule_id)
-    changes = body.model_dump(exclude_unset=True)
-    for key in ("project", "kind", "enabled"):
-        if key in changes and changes[key] is None:
-            raise _invalid(key, f"{key} cannot be null")
-    if "kind" in changes:
-        changes["kind"] = AlertKind(changes["kind"]).value  # stored as a plain string
-    kind = changes.get("kind") or rule["kind"]
-    if "params" in changes:
-        params = changes["params"] or {}
-    else:
-        params = rule["params"] if kind == rule["kind"] else {}
-    project = changes.get("project") or rule["project"]
-    check_project(store, project)
-    run_id = changes["run_id"] if "run_id" in changes else rule["run_id"]
-    group = changes["group"] if "group" in changes else rule.get("group")
-    changes["params"] = _validated(store, project, run_id, kind, params, group)
-    return _rule_out(store.update_alert_rule(rule_id, changes), _scope(info))
+    try:
+        rule = rule_service.update_rule(
+            store, rule_id, body.model_dump(exclude_unset=True),
+            settings.webhook_allow_private, _project_check(store),
+        )
+    except InvalidRule as exc:
+        raise _invalid(exc.field, str(exc)) from exc
+    return _rule_out(rule, _scope(info))
 
 
 @router.delete("/alert-rules/{rule_id}", status_code=204, dependencies=[WRITE], responses=RULE_404)
 def delete_rule(rule_id: PathId, store: StoreDep) -> Response:
     """Delete a rule with its alerts and their delivery history."""
-    store.delete_alert_rule(rule_id)
+    rule_service.delete_rule(store, rule_id)
     return Response(status_code=204)
 
 
@@ -176,26 +150,26 @@ def list_alerts(
     ] = None,
     limit: Annotated[int, Query(ge=1, le=limits.MAX_PAGE_SIZE)] = limits.DEFAULT_PAGE_SIZE,
     offset: Annotated[int, Query(ge=0, le=ID_MAX)] = 0,
-) -> dict:
+) -> AlertList:
     """Alerts, newest first."""
     _query_nul(project)
     alerts, total = store.list_alerts(
         project=project, run_id=run, state=state, limit=limit, offset=offset, group=group
     )
-    return {"alerts": alerts, "total": total}
+    return AlertList(alerts=[AlertOut.of(a) for a in alerts], total=total)
 
 
 @router.get("/alerts/{alert_id}", response_model=AlertOut, dependencies=[READ], responses=ALERT_404)
-def get_alert(alert_id: PathId, store: StoreDep) -> dict:
+def get_alert(alert_id: PathId, store: StoreDep) -> Alert:
     return store.get_alert(alert_id)
 
 
 @router.post(
     "/alerts/{alert_id}/ack", response_model=AlertOut, dependencies=[WRITE], responses=ALERT_404
 )
-def ack_alert(alert_id: PathId, store: StoreDep) -> dict:
+def ack_alert(alert_id: PathId, store: StoreDep) -> Alert:
     """Acknowledge: the alert stays active until its condition clears (then it resolves)."""
-    return store.ack_alert(alert_id)
+    return rule_service.acknowledge(store, alert_id)
 
 
 @router.get(
@@ -203,11 +177,11 @@ def ack_alert(alert_id: PathId, store: StoreDep) -> dict:
     response_model=DeliveryList,
     responses=ALERT_404,
 )
-def deliveries(alert_id: PathId, store: StoreDep, info: TokenInfo = READ) -> dict:
+def deliveries(alert_id: PathId, store: StoreDep, info: TokenInfo = READ) -> DeliveryList:
     """Webhook deliveries of an alert (opened / resolved events) with every attempt.
 
     Below admin the URL shows its host only; read scope sees a generic error per failed
     attempt instead of the receiver's or the socket's message."""
     scope = _scope(info)
     found = [redact_delivery(d, scope) for d in store.alert_deliveries(alert_id)]
-    return {"alert_id": alert_id, "deliveries": found}
+    return DeliveryList(alert_id=alert_id, deliveries=found)

@@ -7,8 +7,6 @@ from scalewatch.server.api.schemas.alerts import (
     PARAMS_HELP,
     AlertList,
     AlertOut,
-    Delivery,
-    DeliveryAttempt,
     DeliveryList,
     RuleCreate,
     RuleList,
@@ -65,6 +63,7 @@ from scalewatch.server.api.schemas.tokens import (
     TokenList,
     TokenOut,
 )
+from scalewatch.server.domain.alerts import Delivery, DeliveryAttempt
 
 __all__ = [
     "B_PRIOR_HELP", "ID_MAX", "NOISE_PRIOR_HELP", "PARAMS_HELP", "AlertList", "AlertOut",

@@ -2,26 +2,26 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from typing_extensions import Self
 
 from scalewatch.server import limits
 from scalewatch.server.alerts.checks import MAX_SECRET, MAX_URL, url_problem
-from scalewatch.server.alerts.kinds import AlertKind
-from scalewatch.server.alerts.rules import KIND_HELP
+from scalewatch.server.alerts.kinds import KINDS, AlertKind
 from scalewatch.server.api.schemas.common import (
     ID_MAX,
-    AlertState,
     check_free_text,
     check_group,
     check_json,
 )
+from scalewatch.server.domain.alerts import Alert, AlertRule, Delivery
 
 # ---- alerts ------------------------------------------------------------------------------------
 
 PARAMS_HELP = "Parameters of the kind (defaults filled in): " + "; ".join(
-    f"**{k.value}**: {v}" for k, v in KIND_HELP.items()
+    f"**{spec.name}**: {spec.help}" for spec in KINDS.values()
 )
 
 
@@ -84,18 +84,17 @@ class RulePatch(RuleChecked):
     enabled: bool | None = None
 
 
-class RuleOut(BaseModel):
-    id: int
-    project: str
-    run_id: int | None
-    group: str | None = None
-    kind: AlertKind
-    params: dict[str, Any]
-    webhook_url: str | None
-    has_secret: bool = Field(description="a webhook secret is set (it is never returned)")
-    enabled: bool
-    created_at: str | None
-    updated_at: str | None
+class _FromDomain(BaseModel):
+    @classmethod
+    def of(cls, value: BaseModel) -> Self:
+        """The response for a domain model this schema derives from."""
+        return cls.model_validate(value, from_attributes=True)
+
+
+# The responses are the domain's shapes (server/domain/alerts.py), named as the API has
+# always named them.
+class RuleOut(AlertRule, _FromDomain):
+    pass
 
 
 class RuleList(BaseModel):
@@ -103,50 +102,13 @@ class RuleList(BaseModel):
     total: int
 
 
-class AlertOut(BaseModel):
-    id: int
-    rule_id: int
-    run_id: int | None = Field(description="the run; null for an alert on a group's pooled fit")
-    run_name: str | None
-    group: str | None = Field(None, description="the group of a group rule's alert")
-    project: str
-    kind: AlertKind
-    state: AlertState
-    message: str
-    created_at: str | None
-    acknowledged_at: str | None
-    resolved_at: str | None
-    fit_id: int | None
-    details: dict[str, Any]
+class AlertOut(Alert, _FromDomain):
+    pass
 
 
 class AlertList(BaseModel):
     alerts: list[AlertOut]
     total: int
-
-
-class DeliveryAttempt(BaseModel):
-    attempt: int
-    at: str | None
-    duration_ms: float
-    status_code: int | None
-    error: str | None
-    ok: bool
-
-
-class Delivery(BaseModel):
-    id: int
-    alert_id: int
-    event: str = Field(description="alert.opened or alert.resolved")
-    delivery_id: str
-    url: str
-    state: Literal["pending", "delivered", "failed"]
-    attempts: int
-    created_at: str | None
-    next_attempt_at: str | None
-    delivered_at: str | None
-    last_error: str | None
-    attempt_log: list[DeliveryAttempt]
 
 
 class DeliveryList(BaseModel):

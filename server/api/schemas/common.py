@@ -9,12 +9,13 @@ from fastapi import Path
 from pydantic import BaseModel, Field, field_validator
 
 from scalewatch.server import limits
+from scalewatch.server.domain import alerts as domain_alerts
 from scalewatch.server.fitting.b_prior import check_b_prior
 from scalewatch.server.fitting.noise_prior import check_rho_prior
 
 Name = Field(min_length=1, max_length=limits.MAX_NAME_LENGTH)
 RunStatus = Literal["running", "finished", "failed"]
-AlertState = Literal["open", "acknowledged", "resolved"]
+AlertState = domain_alerts.AlertState
 
 # Every id (runs, rules, alerts, tokens) is a 32-bit integer column: one range everywhere, so a
 # larger id is a 422, never a database error.
