@@ -64,9 +64,10 @@ def _client_parsers(sub: argparse._SubParsersAction) -> None:
         follow_main,
         import_main,
     )
+    from trainer_client.formats import follow_formats
 
-    p = sub.add_parser("follow", help="tail a trainer's log files into a run (verl, prime-rl, "
-                       "jsonl, tensorboard, pipelinerl, wandb)")
+    p = sub.add_parser("follow", help="tail a trainer's log files into a run "
+                       f"({', '.join(follow_formats())})")
     add_follow_arguments(p)
     p.set_defaults(func=follow_main)
     p = sub.add_parser("import", help="load a finished run's log files once")

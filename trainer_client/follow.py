@@ -1,7 +1,8 @@
 """`scalewatch follow` and `scalewatch import`: runs that log to files reach scalewatch with no
 change to the trainer's code.
 
-Formats (one record per line, JSON):
+Formats (one entry each in :mod:`trainer_client.formats`, which both commands dispatch on and
+take their FORMAT choices from):
 
 * ``verl`` -- verl's ``file`` logger: ``{"step": N, "data": {name: value, ...}}``;
 * ``prime-rl`` -- prime-rl's ``metrics.jsonl``: ``{"step": N, name: value, ...}``;
@@ -49,76 +50,28 @@ import signal
 import sys
 import threading
 import warnings
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from trainer_client.lines import BadLine, LineFollower, file_records, line_file, parse_line
+from trainer_client.formats import FORMATS, FollowFormat, Record, Source, follow_formats
+from trainer_client.formats import import_formats as _import_formats
+from trainer_client.lines import BadLine, LineFollower, parse_line
 from trainer_client.preflight import check_server
 from trainer_client.records import TIME_KEYS, BadLines, Compute, Follower, log_record
 from trainer_client.run import DEFAULT_URL, Run, init, registration_body
-from trainer_client.tensorboard import TensorBoardFollower, tensorboard_records
 
-__all__ = ["FOLLOWERS", "FollowFormat", "LineFollower", "parse_line", "BadLine",
+__all__ = ["FORMATS", "FollowFormat", "LineFollower", "parse_line", "BadLine",
            "follow_main", "import_main"]
 
 logger = logging.getLogger("scalewatch.follow")
 
-LINE_FORMATS = ("verl", "prime-rl", "jsonl")
-IMPORT_FORMATS = (*LINE_FORMATS, "tensorboard", "mlflow", "wandb")
-# Where each format's trainer keeps its step (prime-rl: "step"; verl: "step" around "data").
-DEFAULT_STEP_KEY = {"verl": "step", "prime-rl": "step", "jsonl": "step"}
 IMPORT_TIMEOUT = 120.0  # default seconds `import` waits for the server to acknowledge
 STOP_TIMEOUT = 10.0  # seconds a stopping follower waits for the server (the rest stays spooled)
 
-Record = tuple[int, dict[str, float]]
 
-
-@dataclass(frozen=True)
-class FollowFormat:
-    """How ``scalewatch follow FORMAT PATH`` follows one format.
-
-    ``locate(path, args)``: the file or directory to follow, or None while it is not there
-    yet (the command waits, saying so). ``make(source, run, args)``: the :class:`Follower`.
-    A new format is one entry in :data:`FOLLOWERS`; waiting, the poll loop, signals and the
-    messages are the command's."""
-
-    locate: Callable[[Path, argparse.Namespace], Path | None]
-    make: Callable[[Path, Run, argparse.Namespace], Follower]
-
-
-def _existing(path: Path, args: argparse.Namespace) -> Path | None:
-    return path if path.exists() else None
-
-
-def _line_source(path: Path, args: argparse.Namespace) -> Path | None:
-    return line_file(args.format, path)
-
-
-def _line_follower(source: Path, run: Run, args: argparse.Namespace) -> Follower:
-    return LineFollower(args.format, source, run, args.step_key, args.compute)
-
-
-def _tensorboard_follower(source: Path, run: Run, args: argparse.Namespace) -> Follower:
-    return TensorBoardFollower(source, run, args.compute)
-
-
-_LINES = FollowFormat(_line_source, _line_follower)
-FOLLOWERS: dict[str, FollowFormat] = {
-    "verl": _LINES,
-    "prime-rl": _LINES,
-    "jsonl": _LINES,
-    "tensorboard": FollowFormat(_existing, _tensorboard_follower),
-}
-# pipelinerl: the sidecar, under this name too; wandb: trainer_client/wandb_follow.py (a
-# directory of runs, each its own scalewatch run, so not one Follower).
-FOLLOW_FORMATS = (*FOLLOWERS, "pipelinerl", "wandb")
-
-
-def import_records(run: Run, records: Iterable[Record | tuple[int, dict[str, float],
-                                                                float | None]],
-                   compute: Compute, progress: bool = True, total: int | None = None,
+def import_records(run: Run, records: Iterable[Record], compute: Compute,
+                   progress: bool = True, total: int | None = None,
                    bad: BadLines | None = None) -> int:
     """Log every record -- (step, metrics) or (step, metrics, wall-clock time) -- with a
     progress line on stderr; returns the number of values. A record ``log()`` refuses is
@@ -174,6 +127,7 @@ def _fail(command: str, message: str) -> int:
 
 
 def _common_arguments(p: argparse.ArgumentParser, formats: tuple[str, ...]) -> None:
+    """FORMAT's choices and help are the registry's (`trainer_client.formats`)."""
     p.add_argument("format", choices=formats, metavar="FORMAT", help=" | ".join(formats))
     p.add_argument("path", metavar="PATH", help="file or directory")
     p.add_argument("--project", help="project (required, except for wandb: the W&B run's)")
@@ -195,7 +149,7 @@ def _common_arguments(p: argparse.ArgumentParser, formats: tuple[str, ...]) -> N
 
 
 def add_follow_arguments(p: argparse.ArgumentParser) -> None:
-    _common_arguments(p, FOLLOW_FORMATS)
+    _common_arguments(p, follow_formats())
     p.add_argument("--poll-interval", type=float, default=2.0, help="seconds between polls")
     p.add_argument("--gpus", type=int, default=None, help="pipelinerl: GPU count")
     p.add_argument("--finish-on-exit", action="store_true",
@@ -204,7 +158,7 @@ def add_follow_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def add_import_arguments(p: argparse.ArgumentParser) -> None:
-    _common_arguments(p, IMPORT_FORMATS)
+    _common_arguments(p, _import_formats())
     p.add_argument("--no-progress", action="store_true", help="no progress line")
     p.add_argument("--run", default=None, help="mlflow: the run id, or its name")
     p.add_argument("--experiment", default=None, help="mlflow: the experiment of --run")
@@ -255,19 +209,15 @@ def follow_main(args: argparse.Namespace) -> int:
     start or ``sync``), 2 when the server refuses the run."""
     # Every message names its source ("scalewatch follow: ...", "scalewatch: ...").
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    if args.format == "pipelinerl":
-        from trainer_client.pipelinerl import sidecar_main
-
-        args.exp_dir = args.path
-        return sidecar_main(args)
+    entry = FORMATS[args.format]
     stop = _stop_event()
-    if args.format == "wandb":  # W&B transaction logs: trainer_client/wandb_follow.py
-        from trainer_client.wandb_follow import follow_wandb_main
-
-        return follow_wandb_main(args, stop.wait)
+    if entry.follow_command is not None:  # W&B's directory of runs, the PipelineRL sidecar
+        return entry.follow_command(args, stop.wait)
     if not _named(args):
         return 2
-    fmt = FOLLOWERS[args.format]
+    fmt = entry.follower
+    if fmt is None:  # pragma: no cover - argparse offers only formats that follow
+        return _fail("follow", f"{args.format} cannot be followed")
     try:
         compute = Compute(args.compute)  # checked before anything starts
         body = _body(args, str(Path(args.path).resolve()), compute)
@@ -330,34 +280,12 @@ def _poll(follower: Follower) -> None:
         logger.debug("scalewatch follow: poll failed", exc_info=True)
 
 
-@dataclass
-class _Source:
-    records: list[Any]
-    fit_metric: str | None = None
-    group: str | None = None
-    config: dict[str, Any] | None = None
-
-
-def _read_source(args: argparse.Namespace, bad: BadLines) -> _Source:
+def _read_source(args: argparse.Namespace, bad: BadLines) -> Source:
     """Every record of the source; raises ImportSourceError / OSError / ValueError."""
-    path = Path(args.path)
-    if args.format in ("mlflow", "wandb"):
-        from trainer_client.importers import read_mlflow, read_wandb
-
-        if args.format == "mlflow":
-            got = read_mlflow(args.path, args.run, args.experiment)
-        else:
-            got = read_wandb(args.path, None if args.step_key == "step" else args.step_key)
-        return _Source(got.records, got.fit_metric, got.group, got.config)
-    if not path.exists():
-        raise FileNotFoundError(f"{path} does not exist")
-    if args.format == "tensorboard":
-        return _Source(list(tensorboard_records(path, with_time=True)))
-    file = line_file(args.format, path)
-    if file is None:
-        raise FileNotFoundError(f"no {'metrics.jsonl' if args.format == 'prime-rl' else '.jsonl'}"
-                                f" file under {path}")
-    return _Source(list(file_records(args.format, file, args.step_key, bad)))
+    read = FORMATS[args.format].read
+    if read is None:  # pragma: no cover - argparse offers only formats that import
+        raise ValueError(f"{args.format} cannot be imported")
+    return read(args, bad)
 
 
 def import_main(args: argparse.Namespace) -> int:
@@ -365,16 +293,17 @@ def import_main(args: argparse.Namespace) -> int:
     Exit 0 when every point read was acknowledged, 1 when some stay spooled (server slow or
     gone meanwhile), 2 when nothing could be read or the server refuses or cannot be reached."""
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    if args.format == "wandb":
-        from trainer_client.wandb_follow import import_wandb_main, is_wandb_source
-
-        if is_wandb_source(args.path):  # run-*.wandb transaction logs, not an export
-            return import_wandb_main(args)
+    entry = FORMATS[args.format]
+    if entry.import_command is not None:  # e.g. W&B transaction logs, not an export
+        code = entry.import_command(args)
+        if code is not None:
+            return code
     if not _named(args):
         return 2
     bad = BadLines()
-    if args.format == "mlflow" and not args.run:
-        return _fail("import", "mlflow needs --run RUN_ID_OR_NAME")
+    problem = entry.check(args) if entry.check is not None else None
+    if problem:
+        return _fail("import", problem)
     try:
         compute = Compute(args.compute)
         src = _read_source(args, bad)
