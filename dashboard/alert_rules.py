@@ -207,7 +207,7 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
         Input("rules-changed", "data"),
         Input("alerts-tick", "n_intervals"),
     )
-    def refresh(_changed: int, _tick: int | None) -> tuple:
+    def refresh(_changed: int, _tick: int | None) -> tuple[Any, ...]:
         rules = ctx.store.list_alert_rules()
         rows = rule_rows(rules, _run_names(ctx.store, rules), ctx.scope())
         empty = (empty_state("No alert rules yet: add one under New rule, or with "
@@ -219,7 +219,7 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
         Output("rules-delete", "disabled"),
         Input("rules-table", "selected_row_ids"),
     )
-    def selected(ids: list[int] | None) -> tuple:
+    def selected(ids: list[int] | None) -> tuple[Any, ...]:
         return not ids, not ids
 
     @app.callback(
@@ -229,7 +229,7 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
         State("rules-table", "selected_row_ids"),
         prevent_initial_call=True,
     )
-    def ask(_n: int, ids: list[int] | None) -> tuple:
+    def ask(_n: int, ids: list[int] | None) -> tuple[Any, ...]:
         if not ids:
             raise PreventUpdate
         return True, (f"Delete alert rule {ids[0]}, with its alerts and their delivery "
@@ -245,7 +245,7 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
         prevent_initial_call=True,
     )
     def act(toggle: int | None, confirmed: int | None, ids: list[int] | None,
-            changed: int) -> tuple:
+            changed: int) -> tuple[Any, ...]:
         if not ids:
             raise PreventUpdate
         deleting = callback_context.triggered_id == "rules-confirm"
@@ -279,7 +279,7 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
         Output("rule-watches", "value"),
         Input("rule-project", "value"),
     )
-    def watch_options(project: str | None) -> tuple:
+    def watch_options(project: str | None) -> tuple[Any, ...]:
         if not project:
             return [], None
         return _watch_options(ctx.store, project), EVERY_RUN
@@ -289,7 +289,7 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
         Output("rule-kind-help", "children"),
         Input("rule-kind", "value"),
     )
-    def kind_form(kind: str | None) -> tuple:
+    def kind_form(kind: str | None) -> tuple[Any, ...]:
         return param_inputs(kind), kind_help(kind)
 
     @app.callback(
@@ -308,7 +308,7 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
     )
     def create(_n: int, project: str | None, watches: str | None, kind: str | None,
                ids: list[dict[str, str]], values: list[Any], webhook: str | None,
-               secret: str | None, changed: int) -> tuple:
+               secret: str | None, changed: int) -> tuple[Any, ...]:
         if not ctx.can("write"):
             return write_denied("Creating a rule", "rule-create-denied"), no_update
         try:

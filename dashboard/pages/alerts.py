@@ -116,7 +116,7 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
         Input("alerts-tick", "n_intervals"),
         Input("alerts-acked", "data"),
     )
-    def refresh(state: str, _tick: int | None, _acked: int) -> tuple:
+    def refresh(state: str, _tick: int | None, _acked: int) -> tuple[Any, ...]:
         got = _rows(ctx.store, state or "active")
         empty = empty_state("No alerts here. Quiet is good.") if not got["rows"] else None
         return got["rows"], plural(got["total"], "alert"), empty
@@ -127,7 +127,7 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
         Input("alerts-table", "selected_row_ids"),
         Input("alerts-acked", "data"),
     )
-    def selected(ids: list[int] | None, _acked: int) -> tuple:
+    def selected(ids: list[int] | None, _acked: int) -> tuple[Any, ...]:
         if not ids:
             return True, empty_state("Select an alert to see its webhook deliveries.")
         rows = data.deliveries(ctx.store, ids[0], ctx.scope())
@@ -147,7 +147,7 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
         State("alerts-acked", "data"),
         prevent_initial_call=True,
     )
-    def acknowledge(_n: int, ids: list[int] | None, acked: int) -> tuple:
+    def acknowledge(_n: int, ids: list[int] | None, acked: int) -> tuple[Any, ...]:
         if not ids:
             raise PreventUpdate
         if not ctx.can("write"):
