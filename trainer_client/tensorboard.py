@@ -49,7 +49,7 @@ def _prefix(root: Path, d: Path) -> str:
     return "" if d == root or not root.is_dir() else f"{d.relative_to(root).as_posix()}/"
 
 
-def tensorboard_records(path: str | os.PathLike, with_time: bool = False) -> Iterator[Any]:
+def tensorboard_records(path: str | os.PathLike[str], with_time: bool = False) -> Iterator[Any]:
     """Every scalar of a TensorBoard log directory (or event file), step by step: (step,
     metrics), or (step, metrics, wall time) with `with_time`."""
     ea = _require()
@@ -89,7 +89,7 @@ def _scalar(value: Any) -> float | None:
 class TensorBoardTail:
     """The scalars written to a log directory since the last :meth:`poll`."""
 
-    def __init__(self, path: str | os.PathLike, last: dict[str, int] | None = None) -> None:
+    def __init__(self, path: str | os.PathLike[str], last: dict[str, int] | None = None) -> None:
         _require()
         # TensorBoard's loader logs "No path found after <file>" (INFO) on every pass with
         # nothing new: a follower's log says what changes, not that nothing did.
@@ -158,7 +158,7 @@ class TensorBoardFollower(Follower):
     STATE_KEY = "last"
     KEY_REQUIRED = True
 
-    def __init__(self, path: str | os.PathLike, run: Run, compute: str = "step") -> None:
+    def __init__(self, path: str | os.PathLike[str], run: Run, compute: str = "step") -> None:
         super().__init__(path, run, compute)
         self.tail = TensorBoardTail(self.path, self.saved.get("last"))
 
