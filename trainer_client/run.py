@@ -23,7 +23,7 @@ Data path of one point::
   ``scalewatch sync``. Only with ``SCALEWATCH_JOURNAL=0`` can a SIGKILL lose the points logged
   in the last interval; ``run.flush()`` (e.g. when you save a checkpoint) puts everything
   logged so far into batch files. Only if the disk itself fails do points stay in memory
-  (warning); past ``MAX_MEMORY_POINTS`` the oldest are dropped with an error that gives the
+  (warning); past ``worker.MAX_MEMORY_POINTS`` the oldest are dropped with an error that gives the
   count.
 * The sender thread takes the spool's lock (one sender per run at a time, across processes) and
   runs :class:`~trainer_client.sender.Sender` - registration, batching, retries and what is
@@ -72,11 +72,9 @@ from .validation import (
     to_float,
     to_step,
 )
-from .worker import MAX_MEMORY_POINTS, SPOOL_INTERVAL, Worker
+from .worker import Worker
 
-# Re-exported: the spool cadence and memory bound are documented as the run's (README).
-__all__ = ["Run", "init", "DEFAULT_URL", "registration_body", "MAX_MEMORY_POINTS",
-           "SPOOL_INTERVAL"]
+__all__ = ["Run", "init", "DEFAULT_URL", "registration_body"]
 
 logger = logging.getLogger("scalewatch")
 
