@@ -155,14 +155,16 @@ class JsonField:
     history: bool | tuple[str, ...] = False
 
 
-def _json(codec: Codec, doc: str | None = None, *, key: str | None = None,
-          summary: bool = False, history: bool | tuple[str, ...] = False,
-          public: bool = True) -> dict[str, JsonField]:
+def json_field(codec: Codec, doc: str | None = None, *, key: str | None = None,
+               summary: bool = False, history: bool | tuple[str, ...] = False,
+               public: bool = True) -> dict[str, JsonField]:
+    """A FitResult field's ``metadata``: ``field(default=..., metadata=json_field(NUMBER,
+    "its description in the API", summary=True))`` declares a public field everywhere."""
     return {"json": JsonField(codec, doc, key, public, summary, history)}
 
 
-def _internal(codec: Codec) -> dict[str, JsonField]:
-    return _json(codec, public=False)
+def internal_field(codec: Codec) -> dict[str, JsonField]:
+    return json_field(codec, public=False)
 
 
 # What a history row keeps of a fit's break: where it started, how far the run fell and the
@@ -188,31 +190,33 @@ class FitResult:
     the mean curve there, i.e. :func:`predict_band` at the target.
     """
 
-    status: FitStatus = field(metadata=_json(
+    status: FitStatus = field(metadata=json_field(
         STATUS, "ok, unidentified or insufficient_data", summary=True, history=True))
-    A: float | None = field(default=None, metadata=_json(
+    A: float | None = field(default=None, metadata=json_field(
         NUMBER, "asymptote (null unless identified)", summary=True, history=True))
-    B: float | None = field(default=None, metadata=_json(NUMBER, summary=True, history=True))
-    C_mid: float | None = field(default=None, metadata=_json(NUMBER, summary=True, history=True))
-    R0: float | None = field(default=None, metadata=_json(NUMBER, summary=True))
-    r0_source: str = field(default="fitted", metadata=_json(TEXT))
-    ci: dict[str, Pair] | None = field(default=None, metadata=_json(
-        CI, "95% intervals per parameter", summary=True))
-    A_lower_bound: float | None = field(default=None, metadata=_json(
-        NUMBER, "how high A is at least", summary=True, history=True))
-    n_points: int = field(default=0, metadata=_json(COUNT, summary=True, history=True))
-    fit_range: Pair | None = field(default=None, metadata=_json(INTERVAL))
-    target_compute: float | None = field(default=None, metadata=_json(NUMBER, summary=True))
-    predicted_at_target: float | None = field(default=None, metadata=_json(
+    B: float | None = field(default=None, metadata=json_field(NUMBER, summary=True, history=True))
+    C_mid: float | None = field(default=None, metadata=json_field(
         NUMBER, summary=True, history=True))
-    predicted_interval: Pair | None = field(default=None, metadata=_json(INTERVAL, summary=True))
-    rmse: float | None = field(default=None, metadata=_json(NUMBER))
-    method: FitMethod = field(default="default", metadata=_json(METHOD))
+    R0: float | None = field(default=None, metadata=json_field(NUMBER, summary=True))
+    r0_source: str = field(default="fitted", metadata=json_field(TEXT))
+    ci: dict[str, Pair] | None = field(default=None, metadata=json_field(
+        CI, "95% intervals per parameter", summary=True))
+    A_lower_bound: float | None = field(default=None, metadata=json_field(
+        NUMBER, "how high A is at least", summary=True, history=True))
+    n_points: int = field(default=0, metadata=json_field(COUNT, summary=True, history=True))
+    fit_range: Pair | None = field(default=None, metadata=json_field(INTERVAL))
+    target_compute: float | None = field(default=None, metadata=json_field(NUMBER, summary=True))
+    predicted_at_target: float | None = field(default=None, metadata=json_field(
+        NUMBER, summary=True, history=True))
+    predicted_interval: Pair | None = field(default=None, metadata=json_field(
+        INTERVAL, summary=True))
+    rmse: float | None = field(default=None, metadata=json_field(NUMBER))
+    method: FitMethod = field(default="default", metadata=json_field(METHOD))
     # A lasting fall below the curve the run was on (``breaks.py``), or None:
     # {"compute", "step", "drop", "drop_ci", "level", "level_ci", "n_after", "ceiling_upper",
     #  "regime"}; "regime" is "fitted" when the result describes the points since the break,
     #  "too_few_points" (fewer than MIN_REGIME since it) or "unidentified" otherwise.
-    break_: dict[str, Any] | None = field(default=None, metadata=_json(
+    break_: dict[str, Any] | None = field(default=None, metadata=json_field(
         BREAK, "the fit's break or null: a lasting fall below the curve the run was on "
         "(compute, step, drop, ceiling_upper, regime; a fit adds drop_ci, level, level_ci and "
         "n_after, a history row keeps those five): a broken run's fit withholds A, and "
@@ -223,14 +227,14 @@ class FitResult:
     # The prior the fit used beyond the defaults, or None: {"rho": {"mean", "sd"}} (a noise
     # prior, ``FitOptions.noise_prior``) and/or {"B": {"median", "log_sd", "dof"}} (a prior
     # on B, ``FitOptions.b_prior``), each learned from a project's finished runs.
-    prior: dict[str, Any] | None = field(default=None, metadata=_json(
+    prior: dict[str, Any] | None = field(default=None, metadata=json_field(
         OBJECT, "what the fit took from beyond the run's points, or null: the drift "
         "allowance its project's finished runs set (drift_rate, hindcasts) and the opt-in "
         "priors (rho, B)", summary=True))
     # Why A is withheld, or None when it is claimed (status ok): {"reasons": [{"code",
     # "detail"}, ...], "compute_to_identify", "compute_to_identify_factor", "max_factor"};
     # the codes and the simulation behind the compute are in ``withheld.py``.
-    withheld: dict[str, Any] | None = field(default=None, metadata=_json(
+    withheld: dict[str, Any] | None = field(default=None, metadata=json_field(
         WITHHELD, "why A is withheld, or null when it is claimed: reasons (each a code: "
         "recent_break, misspecified, interval_at_bound, interval_too_wide, noise_persistent, "
         "short_of_knee, insufficient_data or not_identified, and a sentence), "
@@ -239,27 +243,27 @@ class FitResult:
         "when more of the same data would not help) and compute_to_identify_factor (that over "
         "the fit window's end)", summary=True, history=True))
     # ---- internal ----
-    message: str = field(default="", metadata=_internal(TEXT))
+    message: str = field(default="", metadata=internal_field(TEXT))
     # point estimate of A, kept even when status != ok
-    a_fit: float | None = field(default=None, metadata=_internal(NUMBER))
-    sigma: float | None = field(default=None, metadata=_internal(NUMBER))  # residual sd
+    a_fit: float | None = field(default=None, metadata=internal_field(NUMBER))
+    sigma: float | None = field(default=None, metadata=internal_field(NUMBER))  # residual sd
     # integrated autocorrelation time of the residuals
-    tau: float | None = field(default=None, metadata=_internal(NUMBER))
+    tau: float | None = field(default=None, metadata=internal_field(NUMBER))
     # standard deviation of one evaluation around the curve
-    eval_sd: float | None = field(default=None, metadata=_internal(NUMBER))
+    eval_sd: float | None = field(default=None, metadata=internal_field(NUMBER))
     # misspecification allowance per unit ln(C / window end)
-    drift_sd: float | None = field(default=None, metadata=_internal(NUMBER))
-    q: float | None = field(default=None, metadata=_internal(NUMBER))  # the 95% t quantile
+    drift_sd: float | None = field(default=None, metadata=internal_field(NUMBER))
+    q: float | None = field(default=None, metadata=internal_field(NUMBER))  # the 95% t quantile
     # posterior (mean, sd) of the noise's AR(1) coefficient
-    rho: Pair | None = field(default=None, metadata=_internal(INTERVAL))
+    rho: Pair | None = field(default=None, metadata=internal_field(INTERVAL))
     # 95% interval of the mean curve at the target
-    curve_interval: Pair | None = field(default=None, metadata=_internal(INTERVAL))
-    ssr: float | None = field(default=None, metadata=_internal(NUMBER))
-    value_range: Pair = field(default=(0.0, 1.0), metadata=_internal(VALUE_RANGE))
+    curve_interval: Pair | None = field(default=None, metadata=internal_field(INTERVAL))
+    ssr: float | None = field(default=None, metadata=internal_field(NUMBER))
+    value_range: Pair = field(default=(0.0, 1.0), metadata=internal_field(VALUE_RANGE))
     draws: tuple[Params, ...] = field(default=(), repr=False,
-                                      metadata=_internal(PARAMETER_SETS))
+                                      metadata=internal_field(PARAMETER_SETS))
     envelope: tuple[Params, ...] = field(default=(), repr=False,
-                                         metadata=_internal(PARAMETER_SETS))
+                                         metadata=internal_field(PARAMETER_SETS))
 
     @property
     def params(self) -> Params | None:

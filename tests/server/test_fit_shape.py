@@ -20,7 +20,7 @@ from scalewatch.server.fitting.result import (
     SUMMARY_FIT_KEYS,
     FitJSON,
     FitResult,
-    _json,
+    json_field,
     json_fields,
 )
 from scalewatch.server.store import fit_records
@@ -63,7 +63,7 @@ def test_every_derived_shape_carries_the_declared_fields() -> None:
 class _WithKnee(FitResult):
     """FitResult with one more declared field, as a change to the engine would add it."""
 
-    knee: float | None = field(default=None, metadata=_json(
+    knee: float | None = field(default=None, metadata=json_field(
         NUMBER, "compute at the curve's knee", summary=True, history=True))
 
 
