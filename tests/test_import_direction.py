@@ -38,8 +38,10 @@ ALLOWED: dict[str, set[str]] = {
     # the ingest decode's fast path
     "server.fastdecode": {"server.ingest", "server.limits", "server.jsonbounds"},
     "server.db": {"server.config", "migrations"},  # migrate.py locates the Alembic scripts
+    # server.fitting: the fit's one declaration (FitResult's fields), for the stored record's
+    # shape only (fit_records.py, server.fitting.result; see ONLY_IN and NARROW)
     "server.store": {"server.db", "server.ingest", "server.limits", "server.scopes",
-                     "server.domain"},
+                     "server.domain", "server.fitting"},
     "server.services": {"server.store", "server.fitting"},
     "server.refit": {"server.store", "server.services", "server.fitting", "server.background"},
     "server.alerts": {
@@ -100,6 +102,7 @@ ONLY_IN: dict[tuple[str, str], set[str]] = {
     # The `scalewatch` command dispatches server subcommands when the server extra is installed.
     ("trainer_client", "server.cli"): {"trainer_client/cli.py"},
     ("trainer_client", "server.fitting"): {"trainer_client/cli.py"},
+    ("server.store", "server.fitting"): {"server/store/fit_records.py"},
 }
 # (unit, imported unit) -> the only modules of it that unit may import: readers of the store
 # see its protocol and record types, never the SQL implementation.
@@ -109,6 +112,8 @@ NARROW: dict[tuple[str, str], tuple[str, ...]] = {
     ("server.services", "server.store"): ("server.store.base", "server.store.fit_records"),
     ("server.refit", "server.store"): ("server.store.base", "server.store.fit_records"),
     ("server.alerts", "server.store"): ("server.store.base", "server.store.fit_records"),
+    # The stored fit's shape extends the fit's declaration; the store never fits.
+    ("server.store", "server.fitting"): ("server.fitting.result",),
     # The Alerts page: what a rule is (the kind registry), how one is checked and written (the
     # API's own functions), not its evaluation wiring or the webhook sender.
     ("dashboard", "server.alerts"): ("server.alerts.kinds", "server.alerts.rules",

@@ -58,7 +58,8 @@ Environment: ``SCALEWATCH_URL`` (default ``http://127.0.0.1:8765``), ``SCALEWATC
 batches), ``SCALEWATCH_JOURNAL=0`` (no write-ahead journal). Diagnostics go to the ``logging``
 logger ``"scalewatch"``.
 
-Modules: :mod:`~trainer_client.run` (the run lifecycle), :mod:`~trainer_client.validation`
+Modules: :mod:`~trainer_client.run` (the run's API), :mod:`~trainer_client.worker` (its queue
+and threads), :mod:`~trainer_client.validation`
 (argument checks), :mod:`~trainer_client.sender` (the HTTP send policy),
 :mod:`~trainer_client.limits` (limits shared with the server), :mod:`~trainer_client.journal`,
 :mod:`~trainer_client.spool`, :mod:`~trainer_client.sync`.

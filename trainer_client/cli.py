@@ -43,7 +43,7 @@ def _missing_server_module() -> str | None:
     return None
 
 
-def _server_parsers(sub: argparse._SubParsersAction) -> bool:
+def _server_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> bool:
     if _missing_server_module() is not None:
         return False
     from scalewatch.server import cli as server_cli
@@ -52,7 +52,7 @@ def _server_parsers(sub: argparse._SubParsersAction) -> bool:
     return True
 
 
-def _client_parsers(sub: argparse._SubParsersAction) -> None:
+def _client_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from trainer_client.sync import add_sync_arguments, sync_main
 
     p = sub.add_parser("sync", help="send spooled points that did not reach the server")

@@ -42,7 +42,7 @@ def _call(conn: Connection, method: str, path: str, body: Any = None,
     return r.json()
 
 
-def _find_run(conn: Connection, project: str, name: str) -> dict:
+def _find_run(conn: Connection, project: str, name: str) -> dict[str, Any]:
     offset = 0
     while True:
         page = _call(conn, "GET", "/api/v1/runs",

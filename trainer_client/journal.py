@@ -43,7 +43,7 @@ PREFIX = "journal-"
 MAGIC = b"scalewatch-journal-2\n"
 # Retired generations are deleted this many rotations after the one that retired them: a point
 # journaled just before a rotation can reach the queue just after that drain, and is spooled by
-# the next one (see Run._drain_to_disk).
+# the next one (see Worker.drain_to_disk).
 KEEP_ROTATIONS = 2
 # Bytes allocated per generation: ~15k one-metric records, far more than 0.2 s of log() calls
 # in any real trainer. Bigger records or bursts just open the next generation early.

@@ -258,7 +258,7 @@ class LineTail:
 class LineFollower(Follower):
     """Tails one JSON-lines file into a run; :meth:`poll_once` is one pass."""
 
-    def __init__(self, fmt: str, path: str | os.PathLike, run: Run, step_key: str = "step",
+    def __init__(self, fmt: str, path: str | os.PathLike[str], run: Run, step_key: str = "step",
                  compute: str = "step") -> None:
         super().__init__(path, run, compute)
         self.fmt, self.step_key = fmt, step_key

@@ -121,7 +121,7 @@ def _scalar(v: str) -> Any:
         return v
 
 
-def read_gpu_count(exp_dir: str | os.PathLike) -> int | None:
+def read_gpu_count(exp_dir: str | os.PathLike[str]) -> int | None:
     """GPUs used by an experiment, from ``conf/exp_config.yaml`` (None if unknown)."""
     try:
         text = (Path(exp_dir) / EXP_CONFIG).read_text("utf-8", errors="replace")
@@ -238,13 +238,13 @@ class Sidecar:
 
     def __init__(
         self,
-        exp_dir: str | os.PathLike,
+        exp_dir: str | os.PathLike[str],
         project: str | None = None,
         name: str | None = None,
         url: str | None = None,
         token: str | None = None,
         gpus: int | None = None,
-        home: str | os.PathLike | None = None,
+        home: str | os.PathLike[str] | None = None,
         join_timeout: float = 120.0,
         run: Run | None = None,
     ):
@@ -432,7 +432,7 @@ class Sidecar:
 
 
 def run_sidecar(
-    exp_dir: str | os.PathLike,
+    exp_dir: str | os.PathLike[str],
     project: str | None = None,
     name: str | None = None,
     url: str | None = None,
@@ -440,7 +440,7 @@ def run_sidecar(
     poll_interval: float = 2.0,
     stop_event: threading.Event | None = None,
     gpus: int | None = None,
-    home: str | os.PathLike | None = None,
+    home: str | os.PathLike[str] | None = None,
 ) -> int:
     """Follow ``exp_dir`` until ``stop_event`` is set (or KeyboardInterrupt); returns the number
     of points left unsent in the spool at exit (0 = everything acknowledged)."""

@@ -125,7 +125,7 @@ class Follower:
     STATE_KEY = "tail"
     KEY_REQUIRED = False  # a saved state without STATE_KEY is ignored whole
 
-    def __init__(self, path: str | os.PathLike, run: Run, compute: str) -> None:
+    def __init__(self, path: str | os.PathLike[str], run: Run, compute: str) -> None:
         self.run = run
         self.path = Path(path).resolve()
         self.state_path = run.spool.dir / STATE_FILE

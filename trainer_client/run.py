@@ -23,7 +23,7 @@ Data path of one point::
   ``scalewatch sync``. Only with ``SCALEWATCH_JOURNAL=0`` can a SIGKILL lose the points logged
   in the last interval; ``run.flush()`` (e.g. when you save a checkpoint) puts everything
   logged so far into batch files. Only if the disk itself fails do points stay in memory
-  (warning); past ``MAX_MEMORY_POINTS`` the oldest are dropped with an error that gives the
+  (warning); past ``worker.MAX_MEMORY_POINTS`` the oldest are dropped with an error that gives the
   count.
 * The sender thread takes the spool's lock (one sender per run at a time, across processes) and
   runs :class:`~trainer_client.sender.Sender` - registration, batching, retries and what is
@@ -34,30 +34,31 @@ Data path of one point::
   interpreter exit (``atexit``, ``SCALEWATCH_EXIT_TIMEOUT`` seconds, default 10).
 * After ``os.fork()`` the child starts with an empty queue, no journal and no threads; they are
   started again on its first ``log()`` (the parent keeps sending what the parent logged).
+
+The queue, the two threads, the drain and ``flush`` are the run's :class:`~trainer_client.worker.
+Worker`; this module keeps the public API, the argument checks and the ``log()`` fast path.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import inspect
 import logging
 import os
 import tempfile
-import threading
 import time
 import warnings
 import weakref
-from collections import deque
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from . import journal as _journal
-from ._http import Connection
 from .compute import DEFAULT_UNIT, ComputeMeter
 from .limits import MAX_METRICS_PER_POINT, MAX_NAME_LENGTH, MAX_STEP
 from .queries import Queries
-from .sender import BATCH_POINTS, Sender, SendTarget
+from .sender import BATCH_POINTS, SendTarget
 from .spool import Spool, _pid_alive
 from .validation import (
     RateLimitedWarning,
@@ -71,18 +72,14 @@ from .validation import (
     to_float,
     to_step,
 )
+from .worker import Worker
 
 __all__ = ["Run", "init", "DEFAULT_URL", "registration_body"]
 
 logger = logging.getLogger("scalewatch")
 
 DEFAULT_URL = "http://127.0.0.1:8765"
-# The writer moves the in-memory queue into batch files this often; the journal covers the
-# points in between (without it, SCALEWATCH_JOURNAL=0, a SIGKILL loses at most this much).
-SPOOL_INTERVAL = max(0.01, float(os.environ.get("SCALEWATCH_SPOOL_INTERVAL", "0.2") or 0.2))
-MAX_MEMORY_POINTS = 2_000_000  # only reachable if the spool disk fails
 MAX_NAME_SETS = 4096  # metric-name sets whose check log() remembers; cleared beyond this
-Point = tuple[int, float, tuple[str, ...], tuple[float, ...], float]
 MODES = ("online", "offline")
 
 _RUNS: weakref.WeakSet[Run] = weakref.WeakSet()
@@ -110,11 +107,12 @@ class Run:
         mode: str | None = None,
         tags: list[str] | None = None,
         fit_metric: str | None = None,
-        home: str | os.PathLike | None = None,
+        *,
+        home: str | os.PathLike[str] | None = None,
         timeout: float | None = None,
         meter: ComputeMeter | None = None,
         group: str | None = None,
-    ):
+    ) -> None:
         self.project = check_name("project", project)
         self.name = check_name("name", name)
         mode = mode or os.environ.get("SCALEWATCH_MODE") or "online"
@@ -136,7 +134,6 @@ class Run:
             self.project, self.name, config=config, target_compute=target_compute,
             compute_unit=unit, tags=tags, fit_metric=fit_metric, group=group)
         self._unit: str | None = self._meta.get("compute_unit")
-        self._meta_dirty = False  # run.json to rewrite (the unit was decided by log())
 
         self.spool = Spool(home, self.project, self.name)
         meta = {**self._meta, "mode": self.mode, "url": self.url}
@@ -158,63 +155,26 @@ class Run:
 
         # What the sender thread may see and change (run id, abort); kept across a fork.
         self._target = SendTarget(spool=self.spool, meta=self._meta, url=self.url)
+        self._worker = Worker(
+            self.spool, self._target, self._journal, online=self.mode == "online",
+            url=self.url, token=self.token, timeout=self.timeout,
+            tag=f"{self.project}/{self.name}", run_json_extra={"mode": self.mode, "url": self.url})
         self._last_compute: float | None = None
         self._finished = False
-        self._lost = 0
         self._nonfinite = RateLimitedWarning(
             "scalewatch: dropped {count} NaN/inf metric value(s) (last: {key!r} at step {step})"
         )
         self._queries = Queries(self.url, self.token, self.timeout)
         # Metric-name sets already checked -> their journal record format (see log()).
         self._names: dict[tuple[str, ...], Any] = {}
-        self._reset_state()
-        self._start_threads()
+        self._worker.start()
         _RUNS.add(self)
         atexit.register(self._atexit)
-
-    # -- threads ---------------------------------------------------------------------------
-    def _reset_state(self) -> None:
-        # (step, compute, metric names, their values, time) of each point not yet spooled.
-        self._q: deque[Point] = deque()
-        # Journal.append_record while the journal takes points; None when off, failed or
-        # finished.
-        self._jappend: Callable[..., bool] | None = None
-        self._drain_failed = False
-        self._wake_writer = threading.Event()
-        self._wake_sender = threading.Event()
-        self._target.abort = threading.Event()  # ends the sender's backoff sleeps
-        self._writer_stop = False
-        self._stop_sending = threading.Event()
-        self._drains = 0
-        self._drain_cond = threading.Condition()
-        self._writer: threading.Thread | None = None
-        self._sender: threading.Thread | None = None
-        self._started = False
-
-    def _start_threads(self) -> None:
-        self._started = True
-        if self._journal is not None and self._jappend is None and self._journal.open():
-            self._jappend = self._journal.append_record
-        tag = f"{self.project}/{self.name}"
-        self._writer = threading.Thread(
-            target=self._writer_loop, name=f"scalewatch-spool[{tag}]", daemon=True
-        )
-        self._writer.start()
-        if self.mode == "online":
-            self._sender = threading.Thread(
-                target=self._sender_loop, name=f"scalewatch-send[{tag}]", daemon=True
-            )
-            self._sender.start()
 
     def _after_fork_in_child(self) -> None:
         # The parent's threads do not exist here; the queue content belongs to the parent
         # (it will spool and send it). Start fresh, lazily, on the child's first log().
-        # Close the child's copy of the sender-lock fd: unlock() only closes (no LOCK_UN), and
-        # an flock is held until every copy is closed, so the parent keeps its lock.
-        self.spool.unlock()
-        if self._journal is not None:
-            self._journal.forget()
-        self._reset_state()
+        self._worker.after_fork_in_child()
 
     # -- public API ------------------------------------------------------------------------
     @property
@@ -274,23 +234,24 @@ class Run:
         self._last_compute = compute
         if keys:
             t = time.time()
-            jappend = self._jappend
+            worker = self._worker
+            jappend = worker.jappend
             # Write-ahead: in the page cache before log() returns.
             if jappend is not None and not jappend(fmt, step, compute, t, values):
-                self._jappend = None
+                worker.jappend = None
                 logger.error("scalewatch: journal unavailable; points are kept in memory and "
                              "the spool only")
-            q = self._q
+            q = worker.queue
             q.append((step, compute, keys, values, t))
-            if len(q) >= BATCH_POINTS and not self._wake_writer.is_set():
-                self._wake_writer.set()
-            if not self._started:
-                self._start_threads()
+            if len(q) >= BATCH_POINTS and not worker.wake_writer.is_set():
+                worker.wake_writer.set()
+            if not worker.started:
+                worker.start()
 
     def _checked(self, metrics: Mapping[str, Any], step: int
                  ) -> tuple[tuple[str, ...], tuple[float, ...]]:
         """Names checked, values made floats, NaN and infinities dropped (and counted)."""
-        out = {}
+        out: dict[str, float] = {}
         for k, v in metrics.items():
             if type(k) is not str or not k or len(k) > MAX_NAME_LENGTH or "\x00" in k:
                 bad_metric_name(k)
@@ -311,7 +272,7 @@ class Run:
             # old one (registering a resumed run's leftover spool).
             self._meta = {**self._meta, "compute_unit": self._unit}
             self._target.meta = self._meta
-            self._meta_dirty = True  # the writer thread rewrites run.json
+            self._worker.meta_dirty = True  # the writer thread rewrites run.json
             return
         if unit is None or _same_unit(unit, self._unit):
             return
@@ -339,13 +300,7 @@ class Run:
 
         Returns False if that did not happen within ``timeout`` seconds.
         """
-        if not self._started or self._writer is None or not self._writer.is_alive():
-            self._drain_to_disk()
-            return not self._q
-        with self._drain_cond:
-            target = self._drains + 2
-            self._wake_writer.set()
-            return self._drain_cond.wait_for(lambda: self._drains >= target, timeout)
+        return self._worker.flush(timeout)
 
     def finish(self, timeout: float = 30.0, status: str = "finished") -> int:
         """Flush and stop. Returns the number of points left unacknowledged in the spool.
@@ -357,22 +312,7 @@ class Run:
         if self._finished:
             return 0
         self._finished = True
-        deadline = time.monotonic() + max(0.0, timeout)
-        writer, sender = self._writer, self._sender
-        self._writer_stop = True
-        self._wake_writer.set()
-        if writer is not None and writer.is_alive():
-            writer.join(max(0.0, deadline - time.monotonic()))
-        if self._q:  # the writer could not finish in time: spool the rest from here
-            self._drain_to_disk()
-        if not self._q and self._journal is not None:  # everything is in batch files now
-            self._jappend = None
-            self._journal.close_and_remove()
-        self._stop_sending.set()
-        self._wake_sender.set()
-        if sender is not None and sender.is_alive():
-            sender.join(max(0.0, deadline - time.monotonic()))
-        self._target.abort.set()
+        self._worker.close(time.monotonic() + max(0.0, timeout), time.monotonic)
         left = self.spool.pending_points()
         if self.mode == "offline":
             logger.info(
@@ -387,7 +327,7 @@ class Run:
                 RuntimeWarning,
                 stacklevel=2,
             )
-        elif sender is not None and not sender.is_alive() and self.spool.try_lock():
+        elif self._worker.sender_stopped() and self.spool.try_lock():
             try:
                 self.spool.remove_if_done()
             finally:
@@ -404,12 +344,12 @@ class Run:
         if run_id is not None:
             self._queries.set_status(run_id, status)
 
-    def fit(self, metric: str | None = None) -> dict | None:
+    def fit(self, metric: str | None = None) -> dict[str, Any] | None:
         """Latest fit of this run from the server (``GET /runs/{id}/fit``), or None."""
         r = self._api_get("/fit", {"metric": metric or self._meta.get("fit_metric")})
         return r if isinstance(r, dict) else None
 
-    def alerts(self) -> list[dict]:
+    def alerts(self) -> list[dict[str, Any]]:
         """Open alerts of this run, or [] on any trouble."""
         if self.mode == "offline":
             return []
@@ -449,106 +389,31 @@ class Run:
             return None
         return self._queries.get(f"/api/v1/runs/{run_id}{suffix}", params)
 
-    # -- writer ----------------------------------------------------------------------------
-    def _writer_loop(self) -> None:
-        while True:
-            self._wake_writer.wait(SPOOL_INTERVAL)
-            self._wake_writer.clear()
-            stop = self._writer_stop
-            try:
-                self._drain_to_disk()
-            except Exception:  # noqa: BLE001 - the thread must survive anything
-                logger.exception("scalewatch: spool writer error")
-            with self._drain_cond:
-                self._drains += 1
-                self._drain_cond.notify_all()
-            if stop:
-                return
-
-    def _drain_to_disk(self) -> None:
-        if self._meta_dirty:  # before the batches: a later `sync` registers from run.json
-            self._meta_dirty = False
-            try:
-                self.spool.write_meta({**self._meta, "mode": self.mode, "url": self.url})
-            except OSError:
-                self._meta_dirty = True
-        q = self._q
-        wrote = False
-        if q and self._journal is not None and self._jappend is not None and not self._drain_failed:
-            # New points go to a fresh generation; the ones being drained stay journaled
-            # until two rotations later (Journal.rotate). Not after a failed drain: the
-            # generations hold points that are still only in memory.
-            self._journal.rotate()
-        self._drain_failed = False
-        while q:
-            batch: list[Point] = []
-            try:
-                while len(batch) < BATCH_POINTS:
-                    batch.append(q.popleft())
-            except IndexError:
-                pass
-            points = [{"step": s, "compute": c, "metrics": dict(zip(k, v, strict=True)),
-                       "time": t} for s, c, k, v, t in batch]
-            try:
-                self.spool.write_batch(points)
-                wrote = True
-            except OSError as exc:
-                q.extendleft(reversed(batch))  # keep them; retry on the next wake-up
-                self._drain_failed = True
-                logger.error("scalewatch: cannot write spool %s: %s", self.spool.dir, exc)
-                excess = len(q) - MAX_MEMORY_POINTS
-                if excess > 0:
-                    for _ in range(excess):
-                        q.popleft()
-                    self._lost += excess
-                    logger.error(
-                        "scalewatch: spool unwritable and memory bound reached: dropped the %d "
-                        "oldest points (%d in total)", excess, self._lost,
-                    )
-                break
-        if wrote:
-            self._wake_sender.set()
-
-    # -- sender ----------------------------------------------------------------------------
-    def _writer_done(self) -> bool:
-        writer = self._writer
-        return writer is None or not writer.is_alive()
-
-    def _sender_loop(self) -> None:
-        conn = Connection(self.url, self.token, timeout=self.timeout)
-        try:
-            Sender(self._target, conn).loop(
-                wake=self._wake_sender, stop=self._stop_sending, writer_done=self._writer_done
-            )
-        except Exception:  # noqa: BLE001
-            logger.exception("scalewatch: sender thread crashed; points stay in the spool")
-        finally:
-            conn.close()
-            self.spool.unlock()
-
     def _atexit(self) -> None:
         with contextlib.suppress(Exception):
             self.finish(timeout=_env_float("SCALEWATCH_EXIT_TIMEOUT", 10.0), status="")
 
 
 
-def init(
-    project: str,
-    name: str,
-    config: Mapping[str, Any] | None = None,
-    target_compute: float | None = None,
-    compute_unit: str | None = None,
-    url: str | None = None,
-    token: str | None = None,
-    mode: str | None = None,
-    tags: list[str] | None = None,
-    fit_metric: str | None = None,
-    *,
-    home: str | os.PathLike | None = None,
-    timeout: float | None = None,
-    meter: ComputeMeter | None = None,
-    group: str | None = None,
-) -> Run:
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _parameters_of(target: Callable[_P, _R]) -> Callable[[Callable[..., _R]], Callable[_P, _R]]:
+    """Give the decorated function the parameters of ``target``, for type checkers (the
+    ParamSpec) and for ``help()``/``inspect`` (the signature): declared once, on ``target``."""
+
+    def give(forward: Callable[..., _R]) -> Callable[_P, _R]:
+        returns = inspect.signature(forward).return_annotation
+        forward.__signature__ = inspect.signature(target).replace(  # type: ignore[attr-defined]
+            return_annotation=returns)
+        return forward
+
+    return give
+
+
+@_parameters_of(Run)
+def init(*args: Any, **kwargs: Any) -> Run:
     """Start (or resume: same project + name) a run. Returns at once, even if the server is down.
 
     ``url``/``token`` default to ``$SCALEWATCH_URL`` (else ``http://127.0.0.1:8765``) and
@@ -562,11 +427,7 @@ def init(
     server fits the group's runs together (``GET /api/v1/groups/fit``). A leftover spool of the
     same run (crash, server outage) is replayed first.
     """
-    return Run(
-        project, name, config=config, target_compute=target_compute, compute_unit=compute_unit,
-        url=url, token=token, mode=mode, tags=tags, fit_metric=fit_metric, home=home,
-        timeout=timeout, meter=meter, group=group,
-    )
+    return Run(*args, **kwargs)
 
 
 def registration_body(

@@ -81,7 +81,7 @@ def _atomic_write(path: Path, data: bytes, fsync: bool) -> None:
 class Spool:
     """The spool directory of one run (project + name)."""
 
-    def __init__(self, home: str | os.PathLike | None, project: str, name: str):
+    def __init__(self, home: str | os.PathLike[str] | None, project: str, name: str):
         self.home = Path(home) if home is not None else default_home()
         self.project = project
         self.name = name
@@ -231,7 +231,7 @@ class Spool:
                 os.close(fd)
 
 
-def iter_spools(home: str | os.PathLike | None = None) -> list[Spool]:
+def iter_spools(home: str | os.PathLike[str] | None = None) -> list[Spool]:
     """Every run spool under ``home`` that has a ``run.json``."""
     root = (Path(home) if home is not None else default_home()) / "spool"
     out = []

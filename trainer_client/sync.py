@@ -40,7 +40,7 @@ def _target(spool: Spool, meta: dict[str, Any], url: str) -> SendTarget:
 def replay_spools(
     url: str | None = None,
     token: str | None = None,
-    home: str | os.PathLike | None = None,
+    home: str | os.PathLike[str] | None = None,
     max_failures: int = 5,
     timeout: float = 10.0,
     project: str | None = None,

@@ -84,7 +84,7 @@ def _chunks(data: bytes, base: int, final: bool) -> Iterator[tuple[int, int, byt
         pos = next_block
 
 
-def scan(path: str | os.PathLike, offset: int = 0, final: bool = False,
+def scan(path: str | os.PathLike[str], offset: int = 0, final: bool = False,
          read_bytes: int = READ_BYTES, budget: int = READ_BUDGET) -> tuple[list[bytes], int]:
     """The complete records of ``path`` from ``offset`` on, and the offset just after the last
     one (where the next call starts); it stops once ``budget`` bytes were read past
@@ -253,7 +253,7 @@ def decode(payload: bytes, record_class: Any = None) -> Event | None:
     return Event("history", step=step, metrics=metrics, time=float(t) if ok_time else None)
 
 
-def events(path: str | os.PathLike, offset: int = 0, final: bool = False
+def events(path: str | os.PathLike[str], offset: int = 0, final: bool = False
            ) -> tuple[list[Event], int]:
     """The decoded events of the complete records from ``offset`` on, and the next offset."""
     payloads, end = scan(path, offset, final)

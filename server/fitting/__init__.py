@@ -72,14 +72,31 @@ beside an oracle that knows the true curve and noise.
 
 from __future__ import annotations
 
-import numpy as np
-from numpy.typing import ArrayLike
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from .compare import compare_fits
-from .fit import fit_curve
-from .intervals import band, extra_half_width, mean_noise_sd, median_and_band, widen
-from .model import FloatArray, curve, curves_many
+import numpy as np
+
 from .result import FitOptions, FitResult
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
+
+    from .compare import compare_fits
+    from .fit import fit_curve
+    from .model import FloatArray
+
+# The engine's scipy half loads on first use (PEP 562), so what only reads the fit's
+# declaration (``result.py``: the store's record shape, a CLI command) does not pay for it.
+_LAZY = {"compare_fits": ".compare", "fit_curve": ".fit"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "FitOptions", "FitResult", "compare_fits", "fit_curve", "predict", "predict_band",
@@ -95,6 +112,8 @@ def predict(result: FitResult, compute: ArrayLike) -> FloatArray:
     ``predicted_at_target`` are then one and the same forecast.  Otherwise the point fit's
     curve (also when A is withheld).
     """
+    from .model import curve, curves_many  # noqa: PLC0415 - scipy on first use
+
     c = np.asarray(compute, dtype=float)
     p = result.params
     if p is None:
@@ -113,6 +132,8 @@ def predict_band(result: FitResult, compute: ArrayLike) -> tuple[FloatArray, Flo
     NaN where the result carries no uncertainty (insufficient data, baseline methods, or
     ``intervals=False``).
     """
+    from .intervals import band  # noqa: PLC0415 - scipy on first use
+
     c = np.asarray(compute, dtype=float)
     if not result.draws and not result.envelope:
         nan = np.full(c.shape, np.nan)
@@ -125,6 +146,8 @@ def predict_with_band(
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
     """(:func:`predict`, then :func:`predict_band`'s lo and hi) at ``compute``, evaluating
     the draws once: what a chart needs to draw a run's line and band."""
+    from .intervals import median_and_band  # noqa: PLC0415 - scipy on first use
+
     c = np.asarray(compute, dtype=float)
     if not result.draws:
         lo, hi = predict_band(result, c)
@@ -150,6 +173,8 @@ def predict_interval(
     then exact-model statistics only (~95% when the curve really is a sigmoid; the default is
     somewhat wider there, by design).
     """
+    from .intervals import extra_half_width, mean_noise_sd, widen  # noqa: PLC0415
+
     c = np.asarray(compute, dtype=float)
     centre, lo, hi = predict_with_band(result, c)
     if (result.eval_sd is None or result.q is None or result.params is None

@@ -63,7 +63,7 @@ class GroupFitResult:
     member_info: tuple[dict[str, Any], ...]
 
     def to_dict(self, internal: bool = False) -> dict[str, Any]:
-        out = self.pooled.to_dict(internal)
+        out: dict[str, Any] = {**self.pooled.to_dict(internal)}
         out["members"] = [{**m.to_dict(internal), **info}
                           for m, info in zip(self.members, self.member_info, strict=True)]
         out["seed_spread"] = dict(self.seed_spread)

@@ -1,55 +1,35 @@
 """The shape of a stored fit: what the store hands back for a fit row and the API returns.
 
-Defined here, not in `scalewatch.server.fitting`, because it is a storage and wire format: the
-fitting engine produces a `FitResult`; `scalewatch.server.services.fits` turns it into a
-`FitRecord` (the one place that does), the store keeps it as JSON, and the API and dashboard
-read it back. Plain typed dicts (not dataclasses) so a record goes to JSON and back without
+The fit itself is declared once, by ``FitResult``'s fields (``server/fitting/result.py``): its
+public JSON object (``FitJSON``), which keys run lists and fit histories carry. What is declared
+here is what a stored fit adds (where it came from, the engine's ``internal`` block) and the
+row columns a history entry adds. `scalewatch.server.services.fits` turns a `FitResult` into a
+`FitRecord` (the one place that does), the store keeps it as JSON, and the API and dashboard read
+it back. Plain typed dicts (not dataclasses) so a record goes to JSON and back without
 conversion.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypedDict
+from typing import Any, TypedDict
 
+from scalewatch.server.fitting.result import (
+    BREAK_HISTORY_KEYS,
+    HISTORY_FIT_KEYS,
+    SUMMARY_FIT_KEYS,
+    FitJSON,
+    FitStatus,
+)
 from scalewatch.server.store.common import iso
 
-# "pending": no fit stored yet and one is queued (see
-# `scalewatch.server.services.fits.latest_or_pending`); the other three are
-# `scalewatch.server.fitting.result.STATUSES`.
-FitStatus = Literal["ok", "unidentified", "insufficient_data", "pending"]
-
-Interval = list[float | None]
+__all__ = ["BREAK_HISTORY_KEYS", "FitHistoryEntry", "FitRecord", "FitStatus", "PublicFit",
+           "SUMMARY_KEYS", "fit_columns", "fit_summary", "history_entry"]
 
 
-# "break" is a Python keyword, so that one key is declared with the functional syntax: a
-# lasting fall below the curve the run was on, or None (README "A fit result").
-_BreakKey = TypedDict("_BreakKey", {"break": dict[str, Any] | None}, total=False)
+class PublicFit(FitJSON, total=False):
+    """The fit result object of the REST API (README "A fit result"): the engine's public
+    object plus where a stored fit came from."""
 
-
-class PublicFit(_BreakKey, total=False):
-    """The fit result object of the REST API (README "A fit result")."""
-
-    status: str  # a FitStatus
-    A: float | None
-    B: float | None
-    C_mid: float | None
-    R0: float | None
-    r0_source: str
-    ci: dict[str, Interval | None] | None
-    A_lower_bound: float | None
-    n_points: int
-    fit_range: Interval | None
-    target_compute: float | None
-    predicted_at_target: float | None
-    predicted_interval: Interval | None
-    rmse: float | None
-    method: str
-    # The prior used beyond the defaults, or None: {"rho": {"mean", "sd"}} and, when learned
-    # from the project's finished runs, "source": "project" and "finished_runs".
-    prior: dict[str, Any] | None
-    # Why A is withheld (reason codes and sentences, the compute that would identify it), or
-    # None when A is claimed (README "A fit result"; ``fitting/withheld.py``).
-    withheld: dict[str, Any] | None
     message: str  # why the status is what it is, in words
     metric: str
     fit_id: int | None  # None: not stored (pending, or a metric without points)
@@ -58,6 +38,9 @@ class PublicFit(_BreakKey, total=False):
     # Fitted after the fact on the points up to its compute, because they arrived at once
     # (an import, a spool synced late): ``server/refit/backfill.py``.  Absent on live fits.
     backfilled: bool
+    # Set on a run's default fit when it is a training reward although the run logs a
+    # validation-looking metric (``services.fits.with_metric_warning``).
+    fit_metric_warning: str
 
 
 class FitRecord(PublicFit, total=False):
@@ -67,74 +50,58 @@ class FitRecord(PublicFit, total=False):
     internal: dict[str, Any]
 
 
-class FitHistoryEntry(_BreakKey, TypedDict):
-    """One row of `GET /runs/{id}/fits`: how A moved as compute grew."""
+class HistoryRow(TypedDict):
+    """What a history entry takes from the fit row's own columns rather than its result."""
 
     id: int
     created_at: str | None
-    status: str
-    n_points: int
     max_compute: float | None
-    A: float | None
     A_ci: list[float | None] | None
     has_intervals: bool
+    backfilled: bool
+
+
+class FitHistoryEntry(HistoryRow, total=False):
+    """One row of `GET /runs/{id}/fits`: how A moved as compute grew. The row's columns plus
+    the fit keys `FitResult` marks for histories (``HISTORY_FIT_KEYS``); typed for the ones
+    code reads."""
+
+    status: FitStatus
+    n_points: int
+    A: float | None
     A_lower_bound: float | None
     B: float | None
     C_mid: float | None
     predicted_at_target: float | None
-    backfilled: bool
     withheld: dict[str, Any] | None
-
-
-# What a history row keeps of a fit's break: where it started, how far the run fell and the
-# most its new ceiling can be -- the A that a broken fit withholds, so the A history does not
-# fall silent exactly when the ceiling drops.
-BREAK_HISTORY_KEYS = ("compute", "step", "drop", "ceiling_upper", "regime")
 
 
 def history_entry(row: Any) -> FitHistoryEntry:
     """A history row from a stored fit row (run fit or group fit: the same columns)."""
     res = row.result or {}
-    brk = res.get("break")
-    return {
+    entry: dict[str, Any] = {}
+    for key, kept in HISTORY_FIT_KEYS.items():
+        value = res.get(key)
+        if isinstance(kept, tuple):  # an object of which the history keeps some keys
+            value = {k: value.get(k) for k in kept} if value else None
+        entry[key] = value
+    # The row's own columns: the same values as the result's (``fit_columns``), kept
+    # where lists and alerts filter on them without loading results.
+    entry.update(status=row.status, n_points=row.n_points, A=row.A)
+    row_columns: HistoryRow = {
         "id": row.id,
         "created_at": iso(row.created_at),
-        "status": row.status,
-        "n_points": row.n_points,
         "max_compute": row.max_compute,
-        "A": row.A,
         "A_ci": [row.A_lo, row.A_hi] if row.A_lo is not None else None,
         "has_intervals": row.has_intervals,
-        "A_lower_bound": res.get("A_lower_bound"),
-        "B": res.get("B"),
-        "C_mid": res.get("C_mid"),
-        "predicted_at_target": res.get("predicted_at_target"),
         "backfilled": bool(res.get("backfilled")),
-        "withheld": res.get("withheld"),
-        "break": {k: brk.get(k) for k in BREAK_HISTORY_KEYS} if brk else None,
     }
+    return {**row_columns, **entry}  # type: ignore[typeddict-item]  # HISTORY_FIT_KEYS
 
 
-# The compact view carried by run lists (`run["fit"]`); the full record comes from /fit.
-SUMMARY_KEYS = (
-    "status",
-    "A",
-    "B",
-    "C_mid",
-    "R0",
-    "ci",
-    "A_lower_bound",
-    "n_points",
-    "target_compute",
-    "predicted_at_target",
-    "predicted_interval",
-    "metric",
-    "fitted_at",
-    "message",
-    "break",
-    "prior",
-    "withheld",
-)
+# The compact view carried by run lists (`run["fit"]`); the full record comes from /fit:
+# the fit keys `FitResult` marks for it, and where the fit came from.
+SUMMARY_KEYS = (*SUMMARY_FIT_KEYS, "metric", "fitted_at", "message")
 
 
 def fit_summary(result: FitRecord | dict[str, Any] | None) -> dict[str, Any] | None:

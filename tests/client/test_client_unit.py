@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import inspect
 import json
 import logging
 import os
@@ -161,6 +162,26 @@ def test_log_validates_arguments(tmp_path):
     pts = [p for f in run.spool.batches() for p in Spool.read_batch(f)]
     assert [(p["step"], p["compute"], p["metrics"]) for p in pts] == [
         (1, 2.0, {"a": 1.0, "b": 1.0}), (2, 2.0, {"a": 2.0})]
+
+
+def test_init_takes_the_runs_parameters_declared_once(tmp_path):
+    # init() forwards to Run: the same parameters for help() and type checkers, every keyword
+    # (and the ten positional ones) as before.
+    assert inspect.signature(sw.init).parameters == inspect.signature(sw.Run).parameters
+    assert inspect.signature(sw.init).return_annotation == "Run"
+    assert list(inspect.signature(sw.init).parameters) == [
+        "project", "name", "config", "target_compute", "compute_unit", "url", "token", "mode",
+        "tags", "fit_metric", "home", "timeout", "meter", "group"]
+    run = sw.init("p", "n", {"lr": 0.1}, 100.0, "tokens", "http://127.0.0.1:9", None, "offline",
+                  ["t"], "reward", home=tmp_path, timeout=1.0, group="g")
+    assert (run.compute_unit, run.mode, run.timeout, run.url) == (
+        "tokens", "offline", 1.0, "http://127.0.0.1:9")
+    assert run._meta["group"] == "g" and run._meta["fit_metric"] == "reward"
+    run.finish()
+    with pytest.raises(TypeError):
+        sw.init("p", "n", hom=tmp_path)
+    with pytest.raises(TypeError):  # home and the later ones stay keyword-only
+        sw.init("p", "n", None, None, None, None, None, "offline", None, None, tmp_path)
 
 
 def test_names_checked_once_still_check_values_and_a_point_is_a_copy(tmp_path):

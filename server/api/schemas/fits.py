@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, model_validator
 
 from scalewatch.server import limits
 from scalewatch.server.api.schemas.common import PriorsChecked
+from scalewatch.server.api.schemas.fit_shapes import FitHistoryEntry, FitOut, Interval  # noqa: F401
 from scalewatch.server.api.schemas.runs import FitSummary
 
 # ---- fits --------------------------------------------------------------------------------------
@@ -42,78 +43,6 @@ class FitRequest(PriorsChecked):
         if not self.value_range[0] < self.value_range[1]:
             raise ValueError("value_range must be [low, high] with low < high")
         return self
-
-
-# [low, high] of a 95% interval; an end is null where it is not finite.
-Interval = tuple[float | None, float | None]
-
-
-class FitOut(BaseModel):
-    """The fit result object. Open to further keys: the fitting engine adds fields over time,
-    and a stored fit also says where it came from (`metric`, `fit_id`, `fitted_at`)."""
-
-    model_config = ConfigDict(extra="allow")
-    status: str | None = Field(None, description="ok, unidentified or insufficient_data")
-    A: float | None = Field(None, description="asymptote (null unless identified)")
-    B: float | None = None
-    C_mid: float | None = None
-    R0: float | None = None
-    r0_source: str | None = None
-    ci: dict[str, Interval | None] | None = Field(None, description="95% intervals per parameter")
-    A_lower_bound: float | None = Field(None, description="how high A is at least")
-    n_points: int | None = None
-    fit_range: Interval | None = None
-    target_compute: float | None = None
-    predicted_at_target: float | None = None
-    predicted_interval: Interval | None = None
-    rmse: float | None = None
-    method: str | None = None
-    prior: dict[str, Any] | None = Field(
-        None, description="what the fit took from beyond the run's points, or null: the drift "
-        "allowance its project's finished runs set (drift_rate, hindcasts) and the opt-in "
-        "priors (rho, B)")
-    withheld: dict[str, Any] | None = Field(
-        None, description="why A is withheld, or null when it is claimed: reasons (each a code: "
-        "recent_break, misspecified, interval_at_bound, interval_too_wide, noise_persistent, "
-        "short_of_knee, insufficient_data or not_identified, and a sentence), "
-        "compute_to_identify (the compute at which A would roughly be identified, simulated "
-        "from the fit's posterior; null when not within max_factor x the compute so far, or "
-        "when more of the same data would not help) and compute_to_identify_factor (that over "
-        "the fit window's end)")
-    message: str | None = None
-    metric: str | None = None
-    fit_id: int | None = None
-    fitted_at: str | None = None
-    fit_metric_warning: str | None = Field(
-        None, description="the run's default fit is a training reward although it logs a "
-        "validation-looking metric (see the run's fit_metric_warning)")
-
-
-class FitHistoryEntry(BaseModel):
-    id: int
-    created_at: str | None
-    status: str
-    n_points: int
-    max_compute: float | None
-    A: float | None
-    A_ci: Interval | None
-    has_intervals: bool
-    A_lower_bound: float | None
-    B: float | None
-    C_mid: float | None
-    predicted_at_target: float | None
-    withheld: dict[str, Any] | None = Field(
-        None, description="why this fit withheld A (as in the fit object), or null")
-    backfilled: bool = Field(
-        False, description="fitted after the fact on the points up to max_compute, because "
-        "they arrived at once (an import, a spool synced after an outage): the history a live "
-        "run would have had")
-    break_: dict[str, Any] | None = Field(
-        None, alias="break",
-        description="the fit's break (compute, step, drop, ceiling_upper, regime) or null: a "
-                    "broken run's fit withholds A, and ceiling_upper bounds its new ceiling; "
-                    "regime is 'fitted' when A and the forecast describe the evaluations since "
-                    "the break, 'too_few_points' (fewer than 12 since it) or 'unidentified'")
 
 
 class FitHistory(BaseModel):

@@ -18,6 +18,7 @@ from scalewatch.server.api.schemas.common import (
     check_tags,
     clean_text,
 )
+from scalewatch.server.fitting.result import FitStatus
 
 B_PRIOR_HELP = (
     "opt-in prior on the efficiency exponent B (a Student-t on ln B; A never gets a prior): "
@@ -138,7 +139,7 @@ class FitSummary(BaseModel):
     """The compact fit carried by run lists (the full result object: `GET /runs/{id}/fit`)."""
 
     model_config = ConfigDict(extra="allow")
-    status: str | None = None
+    status: FitStatus | None = None
     A: float | None = None
     B: float | None = None
     C_mid: float | None = None
