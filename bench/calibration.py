@@ -61,7 +61,7 @@ from scalewatch.server.fitting.fit import (  # noqa: E402
     prepare,
     withheld_because,
 )
-from scalewatch.server.fitting.hindcast import drift_allowance, hindcast_of  # noqa: E402
+from scalewatch.server.fitting.hindcast import hindcast_of, learn_drift_rate  # noqa: E402
 from scalewatch.server.fitting.model import curve  # noqa: E402
 from scalewatch.server.fitting.noise_prior import learn_rho_prior  # noqa: E402
 from scalewatch.server.fitting.paper import fit_baseline  # noqa: E402
@@ -345,9 +345,9 @@ def learned_priors(runs: list[dict], b_from: str = "runs") -> list[Prior]:
             for i, r in enumerate(runs)]
     plain = [hindcast_of(r["c"], r["y"], FitOptions(r0=r["r0"], warmup=r["warmup"]))
              for r in runs]
-    return [(rho[i], drift_allowance([hind[j] for j in others(i)]),
+    return [(rho[i], learn_drift_rate([hind[j] for j in others(i)]),
              learn_b_prior([b_est[j] for j in b_src(i)]),
-             drift_allowance([plain[j] for j in others(i)])) for i in range(len(runs))]
+             learn_drift_rate([plain[j] for j in others(i)])) for i in range(len(runs))]
 
 
 def real(args: argparse.Namespace) -> None:

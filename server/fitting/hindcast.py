@@ -100,22 +100,3 @@ def learn_drift_rate(hindcasts: Iterable[Hindcast | tuple[float, float, float] |
     if len(need) < MIN_HINDCASTS or rank > len(need):
         return None
     return need[rank - 1]
-
-
-# The share of the hindcasts' rate a forecast's allowance takes.  A hindcast measures one
-# horizon (half the run to its end, the mean of its last evaluations); the rank of the rates
-# it needed, applied to forecasts from every window, made their intervals too wide:
-# bench/calibration_sampled.py's tuning rows (four families, seed 1) covered 97.3% pooled
-# over windows >= 2 x C_mid where 95% is promised (per family 94.7-98.2%).  Scaled by 0.4 they
-# cover 95.5% (per family 93.8-97.3%; 0.3: 94.8% but a late-drift family at 91.2%; 0.5: 95.7%
-# with the sigmoid family at 98.2%); without any allowance 92.1% (late drift 83.2%).
-TRANSFER = 0.4
-
-
-def drift_allowance(hindcasts: Iterable[Hindcast | tuple[float, float, float] | None]
-                    ) -> float | None:
-    """The drift allowance (``FitOptions.drift_rate``) for a project's new forecasts: the rate
-    its finished runs needed (:func:`learn_drift_rate`) scaled by ``TRANSFER``; None (the
-    default allowance) with too few finished runs."""
-    rate = learn_drift_rate(hindcasts)
-    return None if rate is None else TRANSFER * rate

@@ -11,7 +11,7 @@ from typing import Any, cast
 
 from scalewatch.server.fitting import FitOptions, FitResult
 from scalewatch.server.fitting.b_prior import learn_b_prior, log_b_estimate
-from scalewatch.server.fitting.hindcast import drift_allowance
+from scalewatch.server.fitting.hindcast import learn_drift_rate
 from scalewatch.server.fitting.noise_prior import learn_rho_prior
 from scalewatch.server.store.base import FitStore
 from scalewatch.server.store.fit_records import FitRecord, PublicFit
@@ -41,16 +41,15 @@ def b_prior_for(context: dict[str, Any]) -> tuple[float, float] | None:
 
 
 def drift_rate_for(context: dict[str, Any]) -> float | None:
-    """The drift allowance the project's finished runs vouch for (``hindcast.drift_allowance``:
-    the rate they needed beyond their own half-run forecasts, ``project_hindcasts``, scaled to
-    forecasts from any window), once there are enough of them to vouch for 95%
+    """The drift rate the project's finished runs needed beyond their own half-run forecasts
+    (``project_hindcasts``), once there are enough of them to vouch for 95%
     (``hindcast.MIN_HINDCASTS``); else None: the default allowance.
 
     On for every project, unlike the priors: it assumes nothing about the runs being alike
     (a split-conformal rank of their misses holds for any mix of them), and it is the only
     way a project whose runs follow the sigmoid gets forecast intervals as narrow as they
     can honestly be, and one whose runs drift gets intervals that hold."""
-    return drift_allowance(context.get("project_hindcasts") or [])
+    return learn_drift_rate(context.get("project_hindcasts") or [])
 
 
 def fit_options_for(context: dict[str, Any], intervals: bool = True) -> FitOptions:

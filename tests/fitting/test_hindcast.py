@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from scalewatch.server.fitting import FitOptions, fit_curve
 from scalewatch.server.fitting.hindcast import (
-    TRANSFER,
     Hindcast,
-    drift_allowance,
     hindcast_of,
     learn_drift_rate,
     needed_rate,
@@ -77,13 +74,3 @@ def test_the_rate_is_the_rank_that_vouches_for_95_percent():
     assert abs(learn_drift_rate(many) - 0.18) < 1e-9  # type: ignore[operator]
     more = many + [run_needing(0.0)] * 20  # 59 runs: the 57th smallest
     assert abs(learn_drift_rate(more) - 0.17) < 1e-9  # type: ignore[operator]
-
-
-def test_the_allowance_is_the_learned_rate_scaled_to_forecasts_from_any_window():
-    nineteen = [Hindcast(miss=-1.96 * float(np.hypot(0.01, 0.01 * i * 0.7)), sd=0.01, beyond=0.7)
-                for i in range(19)]
-    rate = learn_drift_rate(nineteen)
-    assert rate is not None
-    assert drift_allowance(nineteen) == pytest.approx(TRANSFER * rate)
-    assert 0.0 < TRANSFER < 1.0
-    assert drift_allowance(nineteen[:18]) is None  # too few: the default allowance stays
