@@ -30,7 +30,7 @@ Columns, per window and family (``all`` pools the families):
   (every ``--paper-every``-th run);
 * ``cov-new``: the 95% forecast interval vs the run's final evaluation for a new project (the
   default drift allowance); ``cov-prj``: for a project with finished runs, the allowance the
-  server learns from their hindcasts (``hindcast.drift_allowance``, here from the other runs
+  server learns from their hindcasts (``hindcast.learn_drift_rate``, here from the other runs
   of the same family, leave-one-out, as ``calibration.py --noise-prior`` simulates it); their
   median widths beside; ``cov-0`` with no drift allowance at all (the exact-model band);
 * ``knee``: fits that only the past-the-knee rule (``fit.too_early``) keeps from claiming A,
@@ -63,7 +63,7 @@ from sampled_runs import FAMILIES, draw_params, make_sampled  # noqa: E402
 
 from scalewatch.server.fitting import FitOptions, FitResult, fit_curve, predict_interval  # noqa: E402
 from scalewatch.server.fitting.fit import ID_MAX_WIDTH, prepare, withheld_because  # noqa: E402
-from scalewatch.server.fitting.hindcast import drift_allowance, hindcast_of  # noqa: E402
+from scalewatch.server.fitting.hindcast import hindcast_of, learn_drift_rate  # noqa: E402
 from scalewatch.server.fitting.paper import fit_baseline  # noqa: E402
 
 WINDOWS = (1.5, 2.0, 3.0, 5.0)
@@ -135,7 +135,7 @@ def simulate(family: str, n: int, seed: int, oracle_reps: int, paper_every: int
             for r in runs]
     records = []
     for i, run in enumerate(runs):
-        drift = drift_allowance([h for j, h in enumerate(hind) if j != i])
+        drift = learn_drift_rate([h for j, h in enumerate(hind) if j != i])
         sds = oracle_sd(run["params"], oracle_reps, rng)
         for w in WINDOWS:
             out = evaluate(run, w, drift, paper_every > 0 and i % paper_every == 0)
