@@ -128,7 +128,8 @@ def weigh(x: FloatArray, y: FloatArray, theta: tuple[float, float, float, float]
           fit_r0: bool, value_range: tuple[float, float], ci_a: tuple[float, float],
           a_centre: float, slack: float = AIC_SLACK, own_sd: bool = True) -> ModelForm:
     """Fit the alternatives and widen ``ci_a`` (centred on ``a_centre``, the posterior
-    median) to the ones that fit about as well (module docstring)."""
+    median) to the ones that fit about as well (module docstring).  ``own_sd=False`` widens
+    to their point ceilings moved by the sigmoid's half-widths only (compared in RESULTS)."""
     n = int(y.size)
     p = 4 if fit_r0 else 3
     if n < max(MIN_POINTS, p + 5):
@@ -147,16 +148,15 @@ def weigh(x: FloatArray, y: FloatArray, theta: tuple[float, float, float, float]
     def power(th: FloatArray) -> FloatArray:
         return _power(x, th, r0_fixed)
 
-    weighed = []
+    weighed, fits = [], {}
     for name, fitter, model, k in (("power law", power_fit, power, p),
                                    ("richards", richards_fit, rich, p + 1)):
         th, _ = fitter(x, y, theta, fit_r0, value_range)
+        fits[name] = th
         e = y - model(th)
         sd = _a_sd(model, th, float(e @ e) / max(n - k, 1), tau)
         weighed.append(Alternative(name, float(th[0]),
                                    _aic(_whitened_ssr(e, rho), n, k) - aic_sig, sd))
-        if name == "richards":
-            th_r = th
     counted = tuple(alt for alt in weighed if alt.d_aic <= slack)
     lo, hi = ci_a
     down, up = max(a_centre - lo, 0.0), max(hi - a_centre, 0.0)
@@ -164,4 +164,4 @@ def weigh(x: FloatArray, y: FloatArray, theta: tuple[float, float, float, float]
         own = Z95 * alt.a_sd if own_sd else 0.0
         lo, hi = min(lo, alt.a - max(down, own)), max(hi, alt.a + max(up, own))
     lo, hi = max(lo, value_range[0]), min(hi, value_range[1])
-    return ModelForm((lo, hi), counted, tuple(weighed), th_r)
+    return ModelForm((lo, hi), counted, tuple(weighed), fits["richards"])
