@@ -17,6 +17,7 @@ from .model import FloatArray, frac
 from .noise_prior import prior_record
 from .posterior import posterior_axes
 from .result import FitOptions, FitResult
+from .structural import ModelForm, weigh
 from .withheld import Rules, break_reasons, explain, misfit, reason, withheld_record
 
 MIN_POINTS = 5
@@ -25,7 +26,7 @@ COARSE = (12, 8)  # coarse (m, B) check grid used to validate warm starts
 ID_MAX_WIDTH = 0.1  # A interval wider than this -> unidentified
 EDGE_EPS = 1e-3
 KNEE_FACTOR = 1.5  # the window must reach KNEE_FACTOR x the upper bound of C_mid to claim A
-PAST_KNEE = 2.5  # ... and PAST_KNEE x the fitted C_mid (see ``too_early``)
+PAST_KNEE = 2.0  # ... and PAST_KNEE x the fitted C_mid (see ``too_early``)
 MIN_REGIME = 12  # evaluations since a break needed to fit the new regime
 BREAK_BINS = 96  # log-compute bins of the break test's prefix refits
 # The rule above, for ``withheld.py`` to say which part of it held A back.
@@ -375,12 +376,30 @@ def too_early(c_mid: float | None, fit_end: float | None) -> str | None:
     C_mid, the top of the curve is extrapolated, and noise that flattens the newest points makes
     A look both low and certain.  Measured (``bench/calibration.py``, 2,700 claims): claims
     made before 2.5 x the fitted C_mid held the true A 80% of the time, those after it 94-97%.
+    Since A's interval carries the model form's uncertainty (``structural.py``) the rule starts
+    at 2 x: ``bench/calibration_sampled.py``'s tuning rows, claims from 2 x instead of 2.5 x:
+    13 more at 2 x C_mid, all holding A on the sigmoid family, none missing a misspecified
+    run's limit by more than 0.02; without the rule, one late-drift claim would.
     """
     if c_mid is None or fit_end is None or PAST_KNEE * c_mid <= fit_end:
         return None
     return (f"is narrow, but the run is only {fit_end / c_mid:.1f} x past its fitted C_mid, "
             f"its knee, and A is claimed from {PAST_KNEE:g} x, at compute "
             f"{PAST_KNEE * c_mid:,.4g}")
+
+
+def form_too_wide(form: ModelForm, value_range: tuple[float, float]) -> str | None:
+    """Why A's interval widened to the other saturating curves the window allows
+    (``structural.weigh``) is too wide to claim, or None."""
+    a_lo, a_hi = form.ci_a
+    lo, hi = value_range
+    if (a_hi - a_lo <= ID_MAX_WIDTH and a_lo > lo + EDGE_EPS and a_hi < hi - EDGE_EPS) \
+            or not form.counted:
+        return None
+    others = ", ".join(f"a {alt.name} at {alt.a:.3f}" for alt in form.counted)
+    return (f"is narrow, but other saturating curves fit the window as well as the sigmoid and "
+            f"level off elsewhere ({others}): with the model form's uncertainty A lies in "
+            f"[{a_lo:.3f}, {a_hi:.3f}], wider than a claim allows ({ID_MAX_WIDTH:g})")
 
 
 def a_lower_bound(ci_a: tuple[float, float], draws: Any, fit_end: float | None) -> float:
@@ -456,10 +475,22 @@ def finish(prep: Prepared, options: FitOptions, pf: PointFit) -> FitResult:
     # that fits significantly better and levels off elsewhere (misspec.disagrees, only on a
     # fit about to claim A: it costs three small least-squares fits).
     mis = misfit(prep.x, prep.y, pf.theta, fit_r0)
-    other_shape = None
+    other_shape = model_form = None
     if why is None and mis is None:
-        other_shape = disagrees(prep.x, prep.y, pf.theta, fit_r0, (lo, hi), ci_a)
-        why = other_shape
+        # The model form's uncertainty (structural.py): the saturating curves that fit the
+        # window about as well level off elsewhere; A's interval is widened to them.  Not
+        # under an (opt-in) B prior: the project's finished runs then vouch for the curve's
+        # exponent, which is what the alternatives change.
+        form = weigh(prep.x, prep.y, pf.theta, fit_r0, (lo, hi), ci_a, a_point)
+        other_shape = disagrees(prep.x, prep.y, pf.theta, fit_r0, (lo, hi), ci_a,
+                                form.richards)
+        if other_shape is None and options.b_prior is None:
+            model_form = form_too_wide(form, (lo, hi))
+            if model_form is None:  # claimed, with the model form's uncertainty
+                ci_a = form.ci_a
+                if ci is not None:
+                    ci = dict(ci, A=ci_a)
+        why = other_shape or model_form
     if why is not None or mis is not None:
         lower = a_lower_bound(ci_a, draws, fit_end)
         a_lo, a_hi = ci_a
@@ -474,7 +505,7 @@ def finish(prep: Prepared, options: FitOptions, pf: PointFit) -> FitResult:
             message=message, draws=draws,
             withheld=explain(prep.x, draws, fit_r0, ci_a, None if ci is None else ci["C_mid"],
                              c_mid, fit_end, (lo, hi), common.get("rho"), RULES, mis, message,
-                             other_shape),
+                             other_shape, model_form),
             **common)
     return FitResult(
         status="ok", A=a_point, A_lower_bound=ci_a[0], ci=ci, predicted_at_target=pred,

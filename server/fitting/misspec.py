@@ -73,10 +73,11 @@ def richards_fit(x: FloatArray, y: FloatArray, theta: tuple[float, float, float,
 
 
 def disagrees(x: FloatArray, y: FloatArray, theta: tuple[float, float, float, float],
-              fit_r0: bool, value_range: tuple[float, float], ci_a: tuple[float, float]
-              ) -> str | None:
+              fit_r0: bool, value_range: tuple[float, float], ci_a: tuple[float, float],
+              richards: FloatArray | None = None) -> str | None:
     """Why the sigmoid's A must not be claimed because the data follow another shape with
-    another ceiling, or None (module docstring)."""
+    another ceiling, or None (module docstring).  ``richards``: the Richards fit's parameters
+    when the caller has them already (``structural.weigh`` fits it too)."""
     n = int(y.size)
     p = 5 if fit_r0 else 4  # the Richards curve's free parameters
     if n < max(MIN_POINTS, p + 4):
@@ -84,7 +85,7 @@ def disagrees(x: FloatArray, y: FloatArray, theta: tuple[float, float, float, fl
     a, m, b, r0 = theta
     e_sig = y - (r0 + (a - r0) * frac(x, m, b))
     rho, _ = lag1_rho(e_sig)
-    th, _ = richards_fit(x, y, theta, fit_r0, value_range)
+    th = richards_fit(x, y, theta, fit_r0, value_range)[0] if richards is None else richards
     e_rich = y - _richards(x, th, None if fit_r0 else r0)
     ssr_sig, ssr_rich = _whitened_ssr(e_sig, rho), _whitened_ssr(e_rich, rho)
     if not ssr_rich > 0 or ssr_sig <= ssr_rich:

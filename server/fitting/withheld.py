@@ -12,7 +12,8 @@ Reason codes (``REASON_CODES``), in the order they are listed:
   (yet) fitted;
 * ``misspecified``: the data disagree with every sigmoid (``misfit`` below), so no A is claimed;
 * ``interval_at_bound``: A's 95% interval reaches an end of the value range;
-* ``interval_too_wide``: A's 95% interval is wider than a claim allows;
+* ``interval_too_wide``: A's 95% interval is wider than a claim allows, or would be with the
+  model form's uncertainty (other saturating curves fit the window as well: ``structural.py``);
 * ``noise_persistent``: beside a wide interval, the evaluation noise is strongly autocorrelated
   (the AR(1) posterior's rho), so the evaluations carry far less information than their count;
 * ``short_of_knee``: the window may still be short of C_mid or not far enough past it;
@@ -351,23 +352,28 @@ def explain(
     ci_cmid: tuple[float, float] | None, c_mid: float | None, fit_end: float | None,
     value_range: tuple[float, float], rho: tuple[float, float] | None, rules: Rules,
     mis: Misfit | None, message: str, other_shape: str | None = None,
+    model_form: str | None = None,
 ) -> dict[str, Any]:
     """The ``withheld`` object of a fit ``fit.finish`` withholds A from: the reasons, and (unless
     the run is misspecified, where more of the same data would not help) the compute that
     would identify it.  ``x``: the window's ln(C / c0); ``message``: the fit's own, for the
     fallback reason; ``other_shape``: why ``misspec.disagrees`` found another curve with another
-    ceiling (the interval itself is narrow then)."""
+    ceiling (the interval itself is narrow then); ``model_form``: why A's interval widened to
+    the other saturating curves that fit the window as well (``structural.py``) is too wide."""
     reasons = [misfit_reason(mf) for mf in (mis,) if mf is not None]
     if other_shape is not None:
         reasons.append(reason("misspecified", f"A's 95% interval {other_shape}; no A is claimed"))
+    elif model_form is not None:
+        reasons.append(reason("interval_too_wide", f"A's 95% interval {model_form}"))
     else:
         reasons += interval_reasons(ci_a, ci_cmid, c_mid, fit_end, value_range, rho,
                                     int(x.size), rules)
     if not reasons:
         reasons.append(reason("not_identified", message))
     factor = None
-    searched = (mis is None and other_shape is None and fit_end is not None
-                and len(draws) > 0)
+    # Not where the shape is in question: the continuation is simulated along sigmoids.
+    searched = (mis is None and other_shape is None and model_form is None
+                and fit_end is not None and len(draws) > 0)
     if searched:
         factor = compute_to_identify(x, np.asarray(draws, dtype=float), fit_r0, ci_a, ci_cmid,
                                      fit_end or 0.0, value_range, rules,

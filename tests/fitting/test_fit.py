@@ -207,15 +207,19 @@ def test_bad_warm_start_falls_back_to_full_grid() -> None:
 def test_a_is_claimed_only_well_past_the_knee() -> None:
     # A narrow interval is not enough while the window ends short of PAST_KNEE x the fitted
     # C_mid: such claims held the true A only 80% of the time in bench/calibration.py.
-    early = too_early(2400.0, 2.2 * 2400.0)
-    assert early is not None and "2.2 x past its fitted C_mid" in early
-    assert early.endswith("claimed from 2.5 x, at compute 6,000")
+    early = too_early(2400.0, 1.8 * 2400.0)
+    assert early is not None and "1.8 x past its fitted C_mid" in early
+    assert early.endswith("claimed from 2 x, at compute 4,800")
     assert too_early(2400.0, PAST_KNEE * 2400.0) is None and too_early(2400.0, 3 * 2400.0) is None
     # A real run at 2 x C_mid whose persistent noise makes its interval look narrow: withheld,
-    # with the reason in words (and no "not passed its knee": it has).
+    # with the reason in words (and no "not passed its knee": it has).  Since the rule starts
+    # at 2 x (A's interval carries the model form's uncertainty), what holds it back is that
+    # other saturating curves fit its window as well and level off elsewhere.
     c, y, _ = table1_run("ScaleRL", 2542 * 8, 8, rho=0.95, n_evals=160)
     res = fit_curve(c, y, FitOptions(fit_until=2.0 * 2542))
     lo, hi = res.ci["A"]
     assert res.status == "unidentified" and hi - lo <= 0.1
-    assert "past its fitted C_mid" in res.message and "not passed" not in res.message
+    assert "model form" in res.message and "not passed" not in res.message
+    assert res.withheld is not None
+    assert [r["code"] for r in res.withheld["reasons"]] == ["interval_too_wide"]
     assert res.to_dict()["A"] is None and res.A_lower_bound is not None

@@ -55,5 +55,8 @@ def test_persistent_noise_prior_widens_a_short_windows_interval():
         informed = fit_curve(c, y, FitOptions(fit_until=3 * 2542.0, target_compute=20000,
                                               noise_prior=(0.95, 0.05)))
         widths = [r.ci["A"][1] - r.ci["A"][0] for r in (plain, informed)]
-        assert widths[1] > 1.2 * widths[0], (seed, widths)
+        # A claimed interval carries the model form's uncertainty (structural.py), a withheld
+        # one only the posterior's: where the plain fit claims A, the prior must withhold it.
+        assert (widths[1] > 1.2 * widths[0]
+                or (plain.status == "ok" and informed.status != "ok")), (seed, widths)
     assert fooled >= 2

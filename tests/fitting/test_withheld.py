@@ -54,7 +54,7 @@ def test_without_posterior_draws_the_compute_is_not_guessed() -> None:
 
 
 def test_a_narrow_interval_short_of_its_knee_names_only_the_knee() -> None:
-    res = fit_curve(*_run(2.0, sigma=0.005, rho=0.3))
+    res = fit_curve(*_run(1.8, sigma=0.005, rho=0.3))
     assert res.status == "unidentified"
     assert _codes(res) == ["short_of_knee"]
     assert f"claimed from {F.PAST_KNEE:g} x" in res.withheld["reasons"][0]["detail"]
