@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import stats
 
 from . import grid as G
 from . import posterior as P
@@ -181,6 +182,27 @@ def exact_z(x: FloatArray, y: FloatArray, k: int, th: Theta, fit_r0: bool
     return z, sd, tau_c
 
 
+def effective_dof(k: int, p: int, tau: float) -> float:
+    """Degrees of freedom of the noise scale estimated from ``k`` prefix residuals of a
+    ``p``-parameter fit under noise of autocorrelation time ``tau``: about one per ``tau``
+    evaluations (the effective sample size of persistent noise), at least 2."""
+    return max((k - p) / max(tau, 1.0), 2.0)
+
+
+def as_normal_z(z: float, dof: float) -> float:
+    """A departure's z whose noise scale was estimated on ``dof`` degrees of freedom, read
+    through Student's t and mapped back to the normal scale (same tail probability), so one
+    threshold ``Z_BREAK`` serves every candidate.
+
+    Why: the scale of a few dozen persistent residuals is itself uncertain (with rho 0.8 and
+    40 residuals about 8 independent ones), and a scale drawn low makes a normal z read noise
+    as a break.  On the sampled alert bench (issue 34, tuning seed) every false alarm of 200
+    stable runs (4) was a break whose z just passed -3.5 on a prefix of 28-93 evaluations
+    with tau 1.4-5.3, i.e. 17-25 such degrees of freedom: read through t they lie at
+    -2.6 to -3.4.  A large break passes either way: its z grows with every evaluation."""
+    return float(stats.norm.ppf(stats.t.cdf(z, dof))) if z < 0 else z
+
+
 def detect_break(
     x: FloatArray,
     y: FloatArray,
@@ -226,6 +248,7 @@ def detect_break(
         if th[0] - th[3] < MIN_DROP:
             continue  # no rise before it: a run that never climbed cannot break off its climb
         z, sd, tau = exact_z(x, y, k, th, fit_r0)
+        z = as_normal_z(z, effective_dof(k, 4 if fit_r0 else 3, tau))
         if best is None or z < best[0]:
             best = (z, k, th, sd, tau)
     if best is None or best[0] > -Z_BREAK:
@@ -237,6 +260,7 @@ def detect_break(
     # the pre-break points is ~5 ms, spent only on candidates that passed.
     curves_post = _posterior_curves(x[:k], y[:k], x[k:], r0, value_range, th, fit_r0)
     z = min(_confirm(w, y[k:], curves_post, _ar1_cov(n - k, sd, t)) for w in _shapes(n - k))
+    z = as_normal_z(z, effective_dof(k, 4 if fit_r0 else 3, t))
     if z > -Z_BREAK:
         return None
     # Where the fall starts (searched from a little before the candidate): ``start`` is where
