@@ -1,7 +1,7 @@
 """Detection delays and false alarms of `asymptote_drop`, refitting after every evaluation.
 
     .venv/bin/python bench/alerts.py [--stable 50] [--broken 10] [--evals 100] [--oracle 1000]
-    .venv/bin/python bench/alerts.py --sampled --stable 200 --broken 12 --oracle 400
+    .venv/bin/python bench/alerts.py --sampled --stable 200 --broken 12 --oracle 4000
 
 ``--sampled``: runs drawn at random over wide ranges, five families (``bench/alerts_sampled.py``).
 
@@ -112,13 +112,17 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--sampled", action="store_true",
                     help="runs drawn at random from bench/sampled_runs.py's families, each "
                          "change beside the oracle's delay (bench/alerts_sampled.py)")
+    ap.add_argument("--stable-alarms", type=int, default=None,
+                    help="with --sampled: false alarms already measured on the stable runs of "
+                         "this seed and engine; they are not replayed (changed runs only)")
     args = ap.parse_args(argv)
     rng = np.random.default_rng(args.seed)
     t0 = time.perf_counter()
     if args.sampled:
         import alerts_sampled  # noqa: PLC0415 (imports this module)
 
-        alerts_sampled.run_sampled(args.stable, args.broken, args.oracle, args.seed)
+        alerts_sampled.run_sampled(args.stable, args.broken, args.oracle, args.seed,
+                                   args.stable_alarms)
         print(f"({time.perf_counter() - t0:.0f} s)")
         return 0
     print(f"asymptote_drop (delta {PARAMS['delta']}), refit after every evaluation, "

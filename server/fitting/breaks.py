@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import stats
 
 from . import grid as G
 from . import posterior as P
@@ -155,11 +156,12 @@ def _screen_scale(y: FloatArray) -> float:
 
 
 def exact_z(x: FloatArray, y: FloatArray, k: int, th: Theta, fit_r0: bool
-            ) -> tuple[float, float, float]:
-    """(z, evaluation sd, cautious tau) of the newest ``n - k`` points' most negative (step
-    or ramp) departure from ``th``, the curve fitted to the first ``k`` points: evaluation
-    noise of the weighted mean plus the prefix fit's extrapolation uncertainty (linearised).
-    The noise model is ``intervals.analyse``'s, computed here without its interval of A."""
+            ) -> tuple[float, float, float, float]:
+    """(z, evaluation sd, cautious tau, degrees of freedom of the sd) of the newest ``n - k``
+    points' most negative (step or ramp) departure from ``th``, the curve fitted to the first
+    ``k`` points: evaluation noise of the weighted mean plus the prefix fit's extrapolation
+    uncertainty (linearised).  The noise model is ``intervals.analyse``'s, computed here
+    without its interval of A."""
     m = x.size - k
     p = 4 if fit_r0 else 3
     e = y[:k] - _curve(x[:k], th)
@@ -178,7 +180,33 @@ def exact_z(x: FloatArray, y: FloatArray, k: int, th: Theta, fit_r0: bool
         gw = w @ g
         var = float(w @ noise @ w) + float(gw @ cov @ gw)
         z = min(z, float(w @ r) / float(np.sqrt(max(var, 1e-18))))
-    return z, sd, tau_c
+    return z, sd, tau_c, effective_dof(k, p, lag1_rho(e)[0])
+
+
+def effective_dof(k: int, p: int, rho: float) -> float:
+    """Degrees of freedom of the noise variance estimated from ``k`` prefix residuals of a
+    ``p``-parameter fit under AR(1) noise with lag-1 coefficient ``rho`` (Bartlett: the
+    sample variance of AR(1) noise varies as that of ``(k - p) (1 - rho^2) / (1 + rho^2)``
+    independent draws), at least 2.  The point estimate of ``rho``: the test's uncertainty
+    about rho itself is already in its cautious tau."""
+    r2 = min(max(rho, 0.0), RHO_MAX) ** 2
+    return max((k - p) * (1.0 - r2) / (1.0 + r2), 2.0)
+
+
+def as_normal_z(z: float, dof: float) -> float:
+    """A departure's z whose noise scale was estimated on ``dof`` degrees of freedom, read
+    through Student's t and mapped back to the normal scale (same tail probability), so one
+    threshold ``Z_BREAK`` serves every candidate.
+
+    Why: the scale of a few dozen persistent residuals is itself uncertain (with rho 0.8 and
+    40 residuals it is known as well as from 8 independent ones), and a scale drawn low makes
+    a normal z read noise as a break.  On the sampled alert bench (issue 34, tuning seed) all
+    4 false alarms of 200 stable runs were breaks whose z just passed -3.5; read this way, 2 of
+    them no longer do.  (Degrees of freedom of (k - p) / tau with the cautious tau removed all
+    4, but a fall of 0.10-0.15 on a prefix of 20-40 evaluations then went unflagged, and a
+    test's fall of 0.10 with 50 evaluations before it was called a collapse instead.)  A large
+    break passes either way: its z grows with every evaluation."""
+    return float(stats.norm.ppf(stats.t.cdf(z, dof))) if z < 0 else z
 
 
 def detect_break(
@@ -219,24 +247,26 @@ def detect_break(
     rising = theta[0] - theta[3] >= MIN_DROP
     near = (linear_z(x, y, theta, fit_r0, cands) < -(Z_BREAK - MARGIN) if rising
             else np.ones(len(cands), dtype=bool))
-    best: tuple[float, int, Theta, float, float] | None = None
+    best: tuple[float, int, Theta, float, float, float] | None = None
     for m in (m for m, keep in zip(cands, near, strict=True) if keep):
         k = n - m
         th = refit(x[:k], y[:k], theta)
         if th[0] - th[3] < MIN_DROP:
             continue  # no rise before it: a run that never climbed cannot break off its climb
-        z, sd, tau = exact_z(x, y, k, th, fit_r0)
+        z, sd, tau, dof = exact_z(x, y, k, th, fit_r0)
+        z = as_normal_z(z, dof)
         if best is None or z < best[0]:
-            best = (z, k, th, sd, tau)
+            best = (z, k, th, sd, tau, dof)
     if best is None or best[0] > -Z_BREAK:
         return None
-    z, k, th, sd, t = best
+    z, k, th, sd, t, dof = best
     # Confirm with the honest uncertainty of the curve before the break: the local (Laplace)
     # one above is too narrow when that curve is itself still unsettled (a banana), and a
     # noise bump that made it overshoot would then pass for a fall.  The grid posterior of
     # the pre-break points is ~5 ms, spent only on candidates that passed.
     curves_post = _posterior_curves(x[:k], y[:k], x[k:], r0, value_range, th, fit_r0)
     z = min(_confirm(w, y[k:], curves_post, _ar1_cov(n - k, sd, t)) for w in _shapes(n - k))
+    z = as_normal_z(z, dof)
     if z > -Z_BREAK:
         return None
     # Where the fall starts (searched from a little before the candidate): ``start`` is where
