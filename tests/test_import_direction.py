@@ -28,6 +28,10 @@ ALLOWED: dict[str, set[str]] = {
     "trainer_client": set(),  # standard library only: it runs inside trainers
     "server.fitting": set(),  # pure numpy/scipy
     "server.scopes": set(),
+    # The shared shapes and rules (runs, projects, tokens, the fit-metric table): everyone may
+    # import them; they import only the limits their checks need and the fitting engine's
+    # prior checks (server.fitting is pure). Added to every unit below by DOMAIN_USERS.
+    "server.domain": {"server.limits", "server.fitting"},
     "server.config": {"server.limits"},  # settings whose defaults are request limits
     "server.background": set(),
     "server.limits": {"trainer_client"},  # the limits client and server share
@@ -85,6 +89,11 @@ ALLOWED: dict[str, set[str]] = {
     "migrations": {"server.db", "server.config"},
     "bench": {"trainer_client", "dashboard", "server.*"},  # anything but tests
 }
+
+# Everyone but the domain's own dependencies may import the domain package.
+for _unit, _allowed in ALLOWED.items():
+    if _unit not in ("server.domain", "server.fitting", "server.limits", "trainer_client"):
+        _allowed.add("server.domain")
 
 # (unit, imported unit) -> the only files that may have this edge, and why.
 ONLY_IN: dict[tuple[str, str], set[str]] = {

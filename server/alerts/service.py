@@ -16,6 +16,7 @@ from scalewatch.server.alerts.kinds import FIT_KINDS
 from scalewatch.server.alerts.webhooks import WebhookSender, build_body
 from scalewatch.server.background import PollingWorker
 from scalewatch.server.db.models import utcnow
+from scalewatch.server.domain.runs import FitContext
 from scalewatch.server.store.base import DirtyGroup, Store
 
 log = logging.getLogger("scalewatch.alerts")
@@ -97,24 +98,24 @@ class AlertService:
 
     def on_fit(
         self,
-        context: dict[str, Any],
+        context: FitContext,
         series_id: int,
         fit: dict[str, Any],
         previous: dict[str, Any] | None,
     ) -> None:
         """The refit listener: evaluate every rule of the run on its fit metric's new fit."""
-        if fit.get("metric") != context.get("fit_metric"):
+        if fit.get("metric") != context.fit_metric:
             return
-        rules = self.store.rules_for_run(context["project"], context["run_id"], FIT_KINDS)
+        rules = self.store.rules_for_run(context.project, context.run_id, FIT_KINDS)
         if not rules:
             return
-        active = self.store.active_alert_rules(context["run_id"])
+        active = self.store.active_alert_rules(context.run_id)
         for rule in rules:
             try:
                 verdict = self.verdict_for(rule, series_id, fit, previous, rule["id"] in active)
-                self.apply(rule, context["run_id"], verdict, fit.get("fit_id"))
+                self.apply(rule, context.run_id, verdict, fit.get("fit_id"))
             except Exception:  # noqa: BLE001 - one broken rule must not hide the others
-                log.exception("alert rule %s on run %s failed", rule["id"], context["run_id"])
+                log.exception("alert rule %s on run %s failed", rule["id"], context.run_id)
 
     def on_group_fit(
         self,
