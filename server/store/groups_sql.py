@@ -67,7 +67,7 @@ class GroupsMixin(SqlBase):
             members = self._members(s, self._project_id_of(s, project), group)
         if not members:
             raise NotFound(f"project {project!r} has no group {group!r}")
-        return [GroupMember.model_construct(**m) for m in members]
+        return [GroupMember.model_validate(m) for m in members]
 
     def list_groups(self, project: str) -> list[GroupSummary]:
         """Every group of a project: name, n_runs, runs (ids), its common fit metric (None
@@ -88,13 +88,13 @@ class GroupsMixin(SqlBase):
             members = by_group[name]
             metrics = {m["fit_metric"] for m in members}
             metric = next(iter(metrics)) if len(metrics) == 1 else None
-            out.append(GroupSummary.model_construct(
-                name=name,
-                n_runs=len(members),
-                runs=[m["id"] for m in members],
-                metric=metric,
-                fit=fits.get((name, metric)) if metric is not None else None,
-            ))
+            out.append(GroupSummary.model_validate({
+                "name": name,
+                "n_runs": len(members),
+                "runs": [m["id"] for m in members],
+                "metric": metric,
+                "fit": fits.get((name, metric)) if metric is not None else None,
+            }))
         return out
 
     # ---- the group refit queue -------------------------------------------------------------
