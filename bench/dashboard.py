@@ -74,8 +74,8 @@ def seed(store, n_runs: int, n_points: int) -> list[int]:  # noqa: ANN001
             "bench-runs", f"run-{i:04d}", target_compute=32000.0, tags=["sweep"],
             config={"lr": 1e-4 * (1 + i % 7), "batch": 256 * (1 + i % 4), "seed": i},
         )  # fmt: skip
-        store.ingest_points(run["id"], rows)
-        fits[run["id"]] = small_fit
+        store.ingest_points(run.id, rows)
+        fits[run.id] = small_fit
     compare_ids = []
     for k in range(10):
         a, b, cm = 0.55 + 0.015 * k, 1.5 + 0.1 * k, 2000.0 + 400 * k
@@ -83,14 +83,14 @@ def seed(store, n_runs: int, n_points: int) -> list[int]:  # noqa: ANN001
         run, _ = store.get_or_create_run("bench-compare", f"cmp-{k}", target_compute=80000.0)
         for lo in range(0, n_points, 20_000):
             store.ingest_points(
-                run["id"],
+                run.id,
                 [PointRow("val_pass_rate", lo + j, float(ci), float(yi), None)
                  for j, (ci, yi) in enumerate(zip(c[lo:lo + 20_000], y[lo:lo + 20_000],
                                                   strict=True))],
             )  # fmt: skip
         idx = np.linspace(0, n_points - 1, 2000).astype(int)  # fit on a thinned copy: faster
-        fits[run["id"]] = _fit_dict(c[idx], y[idx])
-        compare_ids.append(run["id"])
+        fits[run.id] = _fit_dict(c[idx], y[idx])
+        compare_ids.append(run.id)
     _store_fits(store, fits)
     print(f"  seeded {n_runs} runs + 10 × {n_points:,} points in {time.perf_counter() - t0:.1f}s")
     return compare_ids

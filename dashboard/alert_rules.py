@@ -157,7 +157,7 @@ def _run_names(store: Store, rules: list[AlertRule]) -> dict[int, str]:
     names: dict[int, str] = {}
     for rid in {r.run_id for r in rules if r.run_id is not None}:
         try:
-            names[rid] = store.get_run(rid)["name"]
+            names[rid] = store.get_run(rid).name
         except LookupError:
             continue
     return names
@@ -170,8 +170,8 @@ def _watch_options(store: Store, project: str) -> list[dict[str, str]]:
     except NotFound:  # a project deleted since the list was shown, or a hand-made request
         groups = []
     return ([{"label": "every run of the project", "value": EVERY_RUN}]
-            + [{"label": f"group {g['name']}", "value": f"group:{g['name']}"} for g in groups]
-            + [{"label": f"run {r['name']}", "value": f"run:{r['id']}"} for r in runs])
+            + [{"label": f"group {g.name}", "value": f"group:{g.name}"} for g in groups]
+            + [{"label": f"run {r.name}", "value": f"run:{r.id}"} for r in runs])
 
 
 def new_rule(project: str | None, watches: str | None, kind: str | None,

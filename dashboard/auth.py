@@ -20,12 +20,13 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from scalewatch.server.domain.tokens import Token
 from scalewatch.server.scopes import AUTH_COOKIE, SCOPE_RANK
 
 SESSION_SECONDS = 7 * 24 * 3600  # a sign-in lasts a week (the cookie and the session row)
 
 
-def token_info(state: Any, token: str | None) -> dict[str, Any] | None:
+def token_info(state: Any, token: str | None) -> Token | None:
     """An API token's record (with its scope) or None; cached like the API's lookups."""
     if not token:
         return None
@@ -34,7 +35,7 @@ def token_info(state: Any, token: str | None) -> dict[str, Any] | None:
 
 def request_info(
     state: Any, headers: dict[str, str], cookies: dict[str, str]
-) -> dict[str, Any] | None:
+) -> Token | None:
     """Who is asking: the bearer token's record, else the session cookie's, else None.
 
     Header names are matched case-insensitively: starlette hands them over lower-cased, Flask
@@ -60,8 +61,8 @@ def cross_origin(headers: dict[str, str]) -> bool:
     return origin.split("://", 1)[-1].rstrip("/") != host
 
 
-def has_scope(info: dict[str, Any] | None, scope: str) -> bool:
-    return info is not None and SCOPE_RANK.get(info["scope"], -1) >= SCOPE_RANK[scope]
+def has_scope(info: Token | None, scope: str) -> bool:
+    return info is not None and SCOPE_RANK.get(info.scope, -1) >= SCOPE_RANK[scope]
 
 
 def safe_next(target: str | None) -> str:

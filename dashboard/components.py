@@ -58,7 +58,7 @@ class DashContext:
             return "admin"
         req = flask.request
         info = request_info(self.state, dict(req.headers), dict(req.cookies))
-        return str(info["scope"]) if info else ""
+        return info.scope if info else ""
 
 
 TABLE_STYLE: dict[str, Any] = {

@@ -12,6 +12,7 @@ from urllib.parse import urlencode
 from scalewatch.dashboard.figures import a_text, fmt, forecast_text, run_color, unit_label
 from scalewatch.server import limits
 from scalewatch.server.domain.alerts import Alert
+from scalewatch.server.domain.runs import Run
 from scalewatch.server.scopes import redact_delivery
 from scalewatch.server.services.compare import MixedMetrics, compare_inputs, load_compare_inputs
 from scalewatch.server.services.fits import latest_or_pending
@@ -81,30 +82,30 @@ def _no_fit(fit: dict[str, Any]) -> str:
     return f"no fit yet ({n} points)" if n is not None else "no fit yet"
 
 
-def run_row(run: dict[str, Any], alerts: int | None) -> dict[str, Any]:
+def run_row(run: Run, alerts: int | None) -> dict[str, Any]:
     """One row of the Runs table."""
-    fit = run.get("fit") or {}
-    metric = run.get("fit_metric")
+    fit = run.fit or {}
+    metric = run.fit_metric
     row = {
-        "id": run["id"],
-        "run": f"[{md_text(run['name'])}](/dashboard/run/{run['id']})",
-        "name": run["name"],
-        "status": run["status"],
-        "group": group_link(str(run.get("project") or ""), run.get("group")),
-        "group_name": run.get("group") or "",
-        "tags": ", ".join(run.get("tags") or []),
+        "id": run.id,
+        "run": f"[{md_text(run.name)}](/dashboard/run/{run.id})",
+        "name": run.name,
+        "status": run.status,
+        "group": group_link(run.project, run.group),
+        "group_name": run.group or "",
+        "tags": ", ".join(run.tags),
         "metric": metric,
-        "last_compute": _round(run.get("last_compute")),
-        "current": _round((run.get("latest") or {}).get(metric)),
+        "last_compute": _round(run.last_compute),
+        "current": _round(run.latest.get(metric)),
         "A": a_text(fit) if fit.get("B") is not None else _no_fit(fit),
         "B": _round(fit.get("B"), 3),
         "C_mid": _round(fit.get("C_mid"), 4),
         "predicted": forecast_text(fit),
-        "target": _round(run.get("target_compute")),
+        "target": _round(run.target_compute),
         "alerts": alerts,
-        "unit": unit_label(run.get("compute_unit")),
+        "unit": unit_label(run.compute_unit),
     }
-    for k, v in (run.get("config") or {}).items():
+    for k, v in run.config.items():
         row[f"config.{k}"] = _config_value(v)
     return row
 
@@ -112,8 +113,8 @@ def run_row(run: dict[str, Any], alerts: int | None) -> dict[str, Any]:
 def runs_table(store: Store, project: str | None) -> dict[str, Any]:
     """Rows of the Runs page for one project (or all), plus the config keys seen."""
     runs, total = store.list_runs(RunQuery(project=project or None, limit=MAX_TABLE_RUNS))
-    counts = open_alert_counts(store, [r["id"] for r in runs])
-    rows = [run_row(r, counts.get(r["id"], 0)) for r in runs]
+    counts = open_alert_counts(store, [r.id for r in runs])
+    rows = [run_row(r, counts.get(r.id, 0)) for r in runs]
     keys = sorted({k for r in rows for k in r if k.startswith("config.")})
     return {"rows": rows, "config_keys": keys, "total": total, "shown": len(rows)}
 
@@ -128,10 +129,10 @@ def points_dict(page: PointsPage) -> dict[str, Any]:
     }
 
 
-def change_token(run: dict[str, Any]) -> list[Any]:
+def change_token(run: Run) -> list[Any]:
     """A cheap "has anything changed" key: newest step and fit time of the run."""
-    fit = run.get("fit") or {}
-    return [run.get("last_step"), fit.get("fitted_at"), run.get("status")]
+    fit = run.fit or {}
+    return [run.last_step, fit.get("fitted_at"), run.status]
 
 
 def run_detail(store: Store, run_id: int, metric: str | None = None) -> dict[str, Any]:
@@ -141,12 +142,12 @@ def run_detail(store: Store, run_id: int, metric: str | None = None) -> dict[str
     name = fit["metric"]
     page = store.get_points(run_id, name, max_points=MAX_SCREEN_POINTS)
     _, history = store.fit_history(run_id, name, 500)
-    fs = run.get("fit_settings") or {}
+    fs = run.fit_settings
     alerts, _ = store.list_alerts(run_id=run_id, limit=50)
     return {
-        "run": run,
+        "run": run.model_dump(),  # the page keeps it in the browser, as JSON
         "metric": name,
-        "metrics": sorted((run.get("latest") or {}).keys()) or [name],
+        "metrics": sorted(run.latest) or [name],
         "points": points_dict(page),
         "fit": fit,
         "history": history,
@@ -155,8 +156,8 @@ def run_detail(store: Store, run_id: int, metric: str | None = None) -> dict[str
         "fit_until": fs.get("fit_until"),
         # The run's own target only: without one a fit predicts at the last compute, which
         # the page must not present as a target.
-        "target": run.get("target_compute"),
-        "unit": unit_label(run.get("compute_unit")),
+        "target": run.target_compute,
+        "unit": unit_label(run.compute_unit),
         "color": run_color(run_id),
         "token": change_token(run),
         "refit_wait": store.refit_wait(run_id, name),
@@ -229,11 +230,11 @@ def metric_choices(store: Store, run_ids: list[int]) -> dict[str, Any]:
     """For runs fitted on different metrics: the metrics every one of them logs (the Compare
     page's picker; each run's fit metric first) and the runs themselves (its pills)."""
     runs = store.get_runs(run_ids)
-    logged = [set((r.get("latest") or {}).keys()) for r in runs]
+    logged = [set(r.latest) for r in runs]
     common = set.intersection(*logged) if logged else set()
-    fitted = [m for r in runs if (m := r.get("fit_metric")) in common]
+    fitted = [r.fit_metric for r in runs if r.fit_metric in common]
     choices = list(dict.fromkeys(fitted)) + sorted(common - set(fitted))
-    pills = [{"id": r["id"], "label": r["name"], "color": run_color(r["id"])} for r in runs]
+    pills = [{"id": r.id, "label": r.name, "color": run_color(r.id)} for r in runs]
     return {"metric_choices": choices, "runs": pills}
 
 
@@ -381,24 +382,26 @@ def verdict_lines(
     return out
 
 
-def ceiling_rows(store: Store, projects_: list[str], highlight: dict[int, str]) -> list[dict]:
+def ceiling_rows(
+    store: Store, projects_: list[str], highlight: dict[int, str]
+) -> list[dict[str, Any]]:
     """A and B of every fitted run in the given projects (for the ceiling-vs-efficiency plot)."""
     rows = []
     for project in projects_:
         runs, _ = store.list_runs(RunQuery(project=project, limit=MAX_TABLE_RUNS))
         for r in runs:
-            fit = r.get("fit") or {}
+            fit = r.fit or {}
             ci = (fit.get("ci") or {}).get("A")
             rows.append(
                 {
-                    "id": r["id"],
-                    "label": highlight.get(r["id"], r["name"]),
+                    "id": r.id,
+                    "label": highlight.get(r.id, r.name),
                     "A": fit.get("A"),
                     "A_ci": ci if ci and None not in ci else None,
                     "A_lower_bound": fit.get("A_lower_bound"),
                     "B": fit.get("B"),
-                    "color": run_color(r["id"]),
-                    "highlight": r["id"] in highlight,
+                    "color": run_color(r.id),
+                    "highlight": r.id in highlight,
                 }
             )
     return rows

@@ -19,6 +19,7 @@ from scalewatch.dashboard.data import (
 from scalewatch.dashboard.figures import group_color, run_color, unit_label
 from scalewatch.dashboard.group_data import MIN_SEED_POINTS, detail_token
 from scalewatch.server import limits
+from scalewatch.server.domain.runs import Run
 from scalewatch.server.services.compare import MixedMetrics, compare_inputs
 from scalewatch.server.services.compare_groups import load_inputs
 from scalewatch.server.services.groups import group_metric
@@ -37,15 +38,15 @@ def resolve_project(store: Store, project: str | None, run_ids: list[int]) -> st
         return project
     for i in run_ids:
         try:
-            return str(store.get_run(i)["project"])
+            return store.get_run(i).project
         except NotFound:
             continue
     return None
 
 
-def _members(store: Store, project: str, group: str) -> list[dict[str, Any]]:
+def _members(store: Store, project: str, group: str) -> list[Run]:
     runs, _ = store.list_runs(RunQuery(project=project, group=group, limit=MAX_TABLE_RUNS))
-    return sorted(runs, key=lambda r: r["id"])
+    return sorted(runs, key=lambda r: r.id)
 
 
 def compare_detail(
@@ -72,12 +73,14 @@ def compare_detail(
         return {"error": str(exc), "items": []}
     runs = [i.run for i in inputs if i.run.get("id") is not None]
     seeds_all = [m for ms in members.values() for m in ms]
+    lasts = ([float(r.get("last_compute") or 0) for r in runs]
+             + [float(m.last_compute or 0) for m in seeds_all] + [0.0])
     if budget is None:
-        targets = [float(t) for r in runs + seeds_all if (t := r.get("target_compute"))]
-        last = max([float(r.get("last_compute") or 0) for r in runs + seeds_all] + [0.0])
-        budget = max(targets) if targets else (last * 4 or None)
+        targets = [float(t) for t in [r.get("target_compute") for r in runs]
+                   + [m.target_compute for m in seeds_all] if t]
+        budget = max(targets) if targets else (max(lasts) * 4 or None)
     comparison = compare_inputs(inputs, budget)
-    hi = max([float(r.get("last_compute") or 0) for r in runs + seeds_all] + [0.0])
+    hi = max(lasts)
     x_range = (0.0, hi) if hi > 0 else None  # one range: every series' buckets line up
     name = str(inputs[0].fit["metric"]) if inputs else (metric or "")
     items = []
@@ -96,11 +99,11 @@ def compare_detail(
         g = str(i.run["group"])
         ms = members[g]
         per_seed = max(MIN_SEED_POINTS, MAX_SCREEN_POINTS // max(len(ms), 1))
-        seeds = []
+        seeds: list[dict[str, Any]] = []
         for m in ms:
-            page = store.get_points(m["id"], name, max_points=per_seed, x_range=x_range,
+            page = store.get_points(m.id, name, max_points=per_seed, x_range=x_range,
                                     rollup=True)
-            seeds.append({"id": m["id"], "name": m["name"], "compute": list(page.compute),
+            seeds.append({"id": m.id, "name": m.name, "compute": list(page.compute),
                           "values": list(page.values), "steps": list(page.steps),
                           "sampled": page.downsampled, "total": page.total})  # fmt: skip
         items.append({
@@ -113,7 +116,8 @@ def compare_detail(
             "sampled": any(s["sampled"] for s in seeds),
             "total": sum(s["total"] for s in seeds),
         })  # fmt: skip
-    units = {unit_label(r.get("compute_unit")) for r in runs + seeds_all}
+    units = ({unit_label(r.get("compute_unit")) for r in runs}
+             | {unit_label(m.compute_unit) for m in seeds_all})
     return {
         "items": items,
         "comparison": comparison,
@@ -170,7 +174,7 @@ def ceiling_rows(
             fit = cast(dict[str, Any], store.latest_group_fit(str(project), g, name) or {})
         except (NotFound, MixedMetrics):
             continue  # the Compare page's verdict says why
-        seed_ids = {m["id"] for m in ms}
+        seed_ids = {m.id for m in ms}
         rows = [r for r in rows if r["id"] not in seed_ids]
         ci = (fit.get("ci") or {}).get("A")
         seeds = [

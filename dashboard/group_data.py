@@ -23,6 +23,7 @@ from scalewatch.dashboard.figures import (
     spread_text,
     unit_label,
 )
+from scalewatch.server.domain.runs import GroupSummary, Run
 from scalewatch.server.services.compare import MixedMetrics
 from scalewatch.server.services.groups import group_metric, latest_group_or_pending
 from scalewatch.server.store.base import NotFound, RunQuery, Store
@@ -60,18 +61,18 @@ def _status(fit: dict[str, Any] | None) -> str:
     return str((fit or {}).get("status") or "pending")
 
 
-def group_row(project: str, g: dict[str, Any]) -> dict[str, Any]:
+def group_row(project: str, g: GroupSummary) -> dict[str, Any]:
     """One row of the Runs page's "by group" view, from `Store.list_groups`."""
-    fit = g.get("fit") or {}
+    fit = g.fit or {}
     identified = fit.get("B") is not None
     return {
-        "id": f"{project}\x1f{g['name']}",  # unique across projects; \x1f never in a name
+        "id": f"{project}\x1f{g.name}",  # unique across projects; \x1f never in a name
         "project": project,
-        "name": g["name"],
-        "group": group_link(project, g["name"]),
-        "members": g.get("n_runs"),
-        "status": _status(g.get("fit")),
-        "metric": g.get("metric") or "(members differ)",
+        "name": g.name,
+        "group": group_link(project, g.name),
+        "members": g.n_runs,
+        "status": _status(g.fit),
+        "metric": g.metric or "(members differ)",
         "A": a_text(fit) if identified else (fit.get("message") or "no recipe fit yet"),
         "B": _ci_text(fit.get("B"), (fit.get("ci") or {}).get("B")) if identified else "–",
         "C_mid": fmt(fit.get("C_mid")) if identified else "–",
@@ -109,18 +110,18 @@ def group_detail(
     fit = cast(dict[str, Any], latest_group_or_pending(store, project, group, metric or None))
     name = str(fit["metric"])
     runs, _ = store.list_runs(RunQuery(project=project, group=group, limit=MAX_TABLE_RUNS))
-    runs.sort(key=lambda r: r["id"])  # the fit's order (and the seeds' shades): oldest first
+    runs.sort(key=lambda r: r.id)  # the fit's order (and the seeds' shades): oldest first
     per_seed = max(MIN_SEED_POINTS, MAX_SCREEN_POINTS // max(len(runs), 1))
     fitted = {m.get("run_id"): m for m in fit.get("members") or []}
     members = []
     for r in runs:
-        own = fitted.get(r["id"]) or {}
-        pts = _member_points(store, r["id"], name, per_seed)
+        own = fitted.get(r.id) or {}
+        pts = _member_points(store, r.id, name, per_seed)
         members.append(
             {
-                "id": r["id"],
-                "name": r["name"],
-                "run": r,
+                "id": r.id,
+                "name": r.name,
+                "run": r.model_dump(),  # the page keeps it in the browser, as JSON
                 "fit": own,
                 "compute": pts["compute"],
                 "values": pts["values"],
@@ -133,8 +134,8 @@ def group_detail(
                 "reason": own.get("reason") or "",
             }
         )
-    units = {unit_label(r.get("compute_unit")) for r in runs}
-    targets = [float(t) for r in runs if (t := r.get("target_compute"))]
+    units = {unit_label(r.compute_unit) for r in runs}
+    targets = [float(t) for r in runs if (t := r.target_compute)]
     return {
         "project": project,
         "group": group,
@@ -150,12 +151,12 @@ def group_detail(
     }
 
 
-def detail_token(fit: dict[str, Any], runs: Any) -> list[Any]:
+def detail_token(fit: dict[str, Any], runs: list[Run]) -> list[Any]:
     """What the live Group page compares each tick: the group fit's id and every member's
     newest step, fit time and status (a new member or one leaving changes it too)."""
     return [
         fit.get("fit_id"),
-        [[r["id"], *change_token(r)] for r in sorted(runs, key=lambda r: r["id"])],
+        [[r.id, *change_token(r)] for r in sorted(runs, key=lambda r: r.id)],
     ]
 
 

@@ -1,6 +1,7 @@
 """The Runs page's "forecast settings" panel: a project's fitted metric and opt-in priors.
 
-What it saves is what ``PATCH /api/v1/projects/{project}`` sets: the project's default fit
+What it saves is what ``PATCH /api/v1/projects/{project}`` sets, through the same service
+(`services.projects.update_project`) and checks (`ProjectPatch`): the project's default fit
 metric (a run's own `fit_metric` still wins) and its learned priors (``fitting/noise_prior.py``,
 ``fitting/b_prior.py``); every run of the project that does not set its own is refitted. An
 explicit prior set through the API (``[centre, scale]``) shows as such and stays while its box
@@ -13,11 +14,16 @@ from typing import Any
 
 from dash import Dash, Input, Output, State, dcc, html, no_update
 from dash.exceptions import PreventUpdate
+from pydantic import ValidationError
 
 from scalewatch.dashboard.components import DashContext
 from scalewatch.dashboard.data import MAX_TABLE_RUNS
+from scalewatch.server.domain.changes import ProjectPatch
+from scalewatch.server.domain.checks import field_errors
+from scalewatch.server.domain.runs import Project
 from scalewatch.server.fitting.b_prior import MIN_RUNS as B_MIN_RUNS
 from scalewatch.server.fitting.hindcast import MIN_HINDCASTS
+from scalewatch.server.services import projects
 from scalewatch.server.store.base import RunQuery, Store
 
 PRIORS = ("noise_prior", "b_prior")
@@ -61,10 +67,10 @@ def panel() -> html.Details:
 
 
 def _fmt(value: Any) -> str:
-    return f"[{value[0]:g}, {value[1]:g}]" if isinstance(value, list) else str(value)
+    return f"[{value[0]:g}, {value[1]:g}]" if isinstance(value, (list, tuple)) else str(value)
 
 
-def status_text(project: dict[str, Any], finished: int) -> str:
+def status_text(project: Project, finished: int) -> str:
     """What the project's finished runs can teach, and any explicit prior in force."""
     lines = [
         f"{finished} finished run{'s' if finished != 1 else ''} to learn from: the noise prior "
@@ -80,21 +86,21 @@ def status_text(project: dict[str, Any], finished: int) -> str:
     ]
     for key, name in (("noise_prior", "noise (rho mean, sd)"),
                       ("b_prior", "B (ln B centre, scale)")):
-        if isinstance(project.get(key), list):
-            lines.append(f"Explicit {name} prior set through the API: {_fmt(project[key])}; "
+        if isinstance(value := getattr(project, key), tuple):
+            lines.append(f"Explicit {name} prior set through the API: {_fmt(value)}; "
                          "unticking clears it.")
     return " ".join(lines)
 
 
-def changes_for(project: dict[str, Any], metric: str | None, ticked: list[str]) -> dict[str, Any]:
+def changes_for(project: Project, metric: str | None, ticked: list[str]) -> dict[str, Any]:
     """The PATCH that makes the project's defaults what the panel shows: the metric picked
     (None: automatic), a ticked box with no prior learns one from the project, an unticked
     one clears whatever was set (an explicit prior stays while ticked). Empty: no change."""
     changes: dict[str, Any] = {}
-    if (metric or None) != project.get("fit_metric"):
+    if (metric or None) != project.fit_metric:
         changes["fit_metric"] = metric or None
     for key in PRIORS:
-        current = project.get(key)
+        current = getattr(project, key)
         if key in ticked and current is None:
             changes[key] = "project"
         elif key not in ticked and current is not None:
@@ -115,7 +121,7 @@ def said(changes: dict[str, Any]) -> str:
 def _metrics(store: Store, project: str) -> list[str]:
     """The metrics the project's runs log: the fit metric's choices."""
     runs, _ = store.list_runs(RunQuery(project=project, limit=MAX_TABLE_RUNS))
-    return sorted({name for run in runs for name in run.get("latest") or {}})
+    return sorted({name for run in runs for name in run.latest})
 
 
 def _finished_runs(store: Store, project: str) -> int:
@@ -134,16 +140,16 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
         Input("runs-project", "value"),
         Input("runs-settings-saved", "data"),
     )
-    def show(project: str | None, _saved: int) -> tuple:
+    def show(project: str | None, _saved: int) -> tuple[Any, ...]:
         found = ctx.store.get_project(name=project) if project else None
         if found is None:
             return {"display": "none"}, [], None, [], ""
-        metrics = _metrics(ctx.store, found["name"])
-        metric = found.get("fit_metric")
+        metrics = _metrics(ctx.store, found.name)
+        metric = found.fit_metric
         if metric and metric not in metrics:  # set before any run logged it
             metrics.append(metric)
-        ticked = [key for key in PRIORS if found.get(key) is not None]
-        finished = _finished_runs(ctx.store, found["name"])
+        ticked = [key for key in PRIORS if getattr(found, key) is not None]
+        finished = _finished_runs(ctx.store, found.name)
         return {}, metrics, metric, ticked, status_text(found, finished)
 
     @app.callback(
@@ -158,7 +164,7 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
     )
     def save(
         _n: int, project: str | None, metric: str | None, ticked: list[str] | None, saved: int
-    ) -> tuple:
+    ) -> tuple[Any, ...]:
         found = ctx.store.get_project(name=project) if project else None
         if found is None:
             raise PreventUpdate
@@ -167,15 +173,19 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
                 "Changing a project's forecast settings needs a token with write scope; this "
                 "session's token is read-only.", className="msg-err", id="runs-settings-denied",
             ), no_update
-        new_metric = metric and metric != found.get("fit_metric")
-        if new_metric and metric not in _metrics(ctx.store, found["name"]):
-            return html.Div(f"No run of {found['name']!r} logs a metric {metric!r}.",
+        new_metric = metric and metric != found.fit_metric
+        if new_metric and metric not in _metrics(ctx.store, found.name):
+            return html.Div(f"No run of {found.name!r} logs a metric {metric!r}.",
                             className="msg-err", id="runs-settings-bad"), no_update
         changes = changes_for(found, metric, ticked or [])
         if not changes:
             return html.Div("Nothing to change.", className="msg-ok",
                             id="runs-settings-same"), no_update
-        ctx.store.update_project(found["name"], changes)
+        try:  # the API's checks and service: PATCH /api/v1/projects/{project}
+            projects.update_project(ctx.store, found.name, ProjectPatch.model_validate(changes))
+        except ValidationError as exc:
+            why = "; ".join(f"{e['loc']}: {e['msg']}" for e in field_errors(exc))
+            return html.Div(why, className="msg-err", id="runs-settings-bad"), no_update
         notify = getattr(ctx.state, "refit_notify", None)
         if notify is not None:  # the refitter would find the runs at its next poll anyway
             notify()

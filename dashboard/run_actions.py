@@ -1,7 +1,8 @@
 """The Run page's "Rename or delete" panel: rename (write scope) and delete (admin scope, as
-`DELETE /api/v1/runs/{id}`, after a confirmation). Both go through the store's `update_run`
-and `delete_run`, the calls the REST API makes, so a new name gets the same checks (text, length,
-unique within the project) and the same answers."""
+`DELETE /api/v1/runs/{id}`, after a confirmation). A rename goes through
+`services.runs.rename_run`, the PATCH /api/v1/runs/{id} path (its `RunPatch` checks, then the
+store's: unique within the project), so a new name gets the same checks and the same answers;
+a delete is the store's `delete_run`, as the API's."""
 
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ from typing import Any
 
 from dash import Dash, Input, Output, State, dcc, html, no_update
 from dash.exceptions import PreventUpdate
+from pydantic import ValidationError
 
 from scalewatch.dashboard.components import DashContext, write_denied
+from scalewatch.server.domain.checks import field_errors
+from scalewatch.server.services.runs import rename_run
 from scalewatch.server.store.base import InvalidName, NameTaken, NotFound
 
 PREFIX = "/dashboard/"
@@ -51,11 +55,14 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
         State("run-rename-name", "value"),
         prevent_initial_call=True,
     )
-    def rename(_n: int | None, run_id: int, name: str | None) -> tuple:
+    def rename(_n: int | None, run_id: int, name: str | None) -> tuple[Any, ...]:
         if not ctx.can("write"):
             return write_denied("Renaming a run", "run-rename-denied"), no_update
         try:
-            ctx.store.update_run(run_id, {"name": name or ""})
+            rename_run(ctx.store, run_id, name or "")
+        except ValidationError as exc:  # the API's 422, in its words
+            why = "; ".join(f"{e['loc']}: {e['msg']}" for e in field_errors(exc))
+            return _msg(why, False, "run-rename-bad"), no_update
         except (InvalidName, NameTaken) as exc:
             return _msg(f"name: {exc}", False, "run-rename-bad"), no_update
         except NotFound as exc:
@@ -70,12 +77,12 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
         State("run-id", "data"),
         prevent_initial_call=True,
     )
-    def ask(_n: int | None, run_id: int) -> tuple:
+    def ask(_n: int | None, run_id: int) -> tuple[Any, ...]:
         try:
             run = ctx.store.get_run(run_id)
         except NotFound:
             raise PreventUpdate from None
-        return True, (f"Delete run {run['name']!r} of project {run['project']!r} with all its "
+        return True, (f"Delete run {run.name!r} of project {run.project!r} with all its "
                       "points, fits and alerts? This cannot be undone.")
 
     @app.callback(

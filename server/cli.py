@@ -11,6 +11,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from scalewatch.server.config import Settings, load_settings
+from scalewatch.server.domain.tokens import Token
 
 if TYPE_CHECKING:  # the CLI imports the database layer only for commands that use it
     from scalewatch.server.store.base import Store
@@ -214,26 +215,26 @@ def _token_http(args: argparse.Namespace) -> int:
         return 2
     print(f"scalewatch: server {args.url}", file=sys.stderr)
     if args.token_command == "create":
-        created = json.loads(raw)
-        print(created["token"])
-        print(f"(token {created['id']} '{created['name']}', scope {created['scope']}"
+        answer = json.loads(raw)
+        created = Token.model_validate(answer)
+        print(answer["token"])
+        print(f"(token {created.id} '{created.name}', scope {created.scope}"
               f"{_limited_to(created)}: shown only once)", file=sys.stderr)
     elif args.token_command == "list":
-        _print_tokens(json.loads(raw)["tokens"])
+        _print_tokens([Token.model_validate(t) for t in json.loads(raw)["tokens"]])
     else:
         print(f"token {args.id} revoked")
     return 0
 
 
-def _limited_to(token: dict) -> str:
-    projects = token.get("projects")
-    return f", projects {', '.join(projects)}" if projects else ""
+def _limited_to(token: Token) -> str:
+    return f", projects {', '.join(token.projects)}" if token.projects else ""
 
 
-def _print_tokens(tokens: list[dict]) -> None:
+def _print_tokens(tokens: list[Token]) -> None:
     for t in tokens:
-        state = "revoked" if t["revoked"] else "active"
-        print(f"{t['id']:>4}  {t['prefix']}…  {t['scope']:<6} {state:<8} {t['name']}"
+        state = "revoked" if t.revoked else "active"
+        print(f"{t.id:>4}  {t.prefix}…  {t.scope:<6} {state:<8} {t.name}"
               f"{_limited_to(t)}")
 
 
@@ -249,7 +250,7 @@ def cmd_token(args: argparse.Namespace) -> int:
             return 2
         print(token)
         print(
-            f"(token {info['id']} '{info['name']}', scope {info['scope']}{_limited_to(info)}: "
+            f"(token {info.id} '{info.name}', scope {info.scope}{_limited_to(info)}: "
             "shown only once)",
             file=sys.stderr,
         )
@@ -274,7 +275,7 @@ def _token_target_options(p: argparse.ArgumentParser, create: bool = False) -> N
                        help="create the database if it does not exist yet")
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("serve", help="run the API and dashboard")
     add_database_option(p)
     p.add_argument("--host", default=None, help="bind address (default 127.0.0.1)")

@@ -27,9 +27,11 @@ ALLOWED: dict[str, set[str]] = {
     "server": set(),  # the package's __init__
     "trainer_client": set(),  # standard library only: it runs inside trainers
     "server.fitting": set(),  # pure numpy/scipy
-    # the shapes shared by store, services, API and dashboard (frozen pydantic models)
-    "server.domain": set(),
     "server.scopes": {"server.domain"},
+    # The shared shapes and rules (runs, projects, tokens, alerts, the fit-metric table): everyone
+    # may import them; they import only the limits their checks need and the fitting engine's
+    # prior checks (server.fitting is pure). Added to every unit below by DOMAIN_USERS.
+    "server.domain": {"server.limits", "server.fitting"},
     "server.config": {"server.limits"},  # settings whose defaults are request limits
     "server.background": set(),
     "server.limits": {"trainer_client"},  # the limits client and server share
@@ -94,6 +96,11 @@ ALLOWED: dict[str, set[str]] = {
     "migrations": {"server.db", "server.config"},
     "bench": {"trainer_client", "dashboard", "server.*"},  # anything but tests
 }
+
+# Everyone but the domain's own dependencies may import the domain package.
+for _unit, _allowed in ALLOWED.items():
+    if _unit not in ("server.domain", "server.fitting", "server.limits", "trainer_client"):
+        _allowed.add("server.domain")
 
 # (unit, imported unit) -> the only files that may have this edge, and why.
 ONLY_IN: dict[tuple[str, str], set[str]] = {
@@ -241,10 +248,11 @@ def test_fitting_uses_only_numpy_and_scipy() -> None:
 
 
 def test_domain_is_shapes_only() -> None:
-    """server.domain holds the shapes every layer shares: standard library and pydantic, and
-    nothing of ours (not the API, the store, the database or the dashboard), so any layer may
-    import it without a cycle."""
-    allowed = {"pydantic", "typing_extensions"} | set(sys.stdlib_module_names)
+    """server.domain holds the shapes every layer shares: of third-party packages only pydantic,
+    and of ours only what ALLOWED lists for it (the limits and the fitting engine's prior checks;
+    never the API, the store, the database or the dashboard), so any layer may import it without
+    a cycle."""
+    allowed = {"pydantic", "typing_extensions", "server"} | set(sys.stdlib_module_names)
     wrong = []
     for path in sorted((ROOT / "server" / "domain").rglob("*.py")):
         for name in _imports(path):

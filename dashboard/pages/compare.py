@@ -179,7 +179,7 @@ def _chip(app: Dash, it: dict[str, Any]) -> Any:
     return dcc.Link(label, href=href, className="chip", style={"background": it["color"]})
 
 
-def _rendered(tokens: list, budget: float | str | None, groups: list[str]) -> dict:
+def _rendered(tokens: list[Any], budget: float | str | None, groups: list[str]) -> dict[str, Any]:
     """What a full render shows: the data's change tokens and the view (budget, groups).
 
     The budget as a number: the box holds the typed text ("3000") until a render writes the
@@ -209,8 +209,8 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
     )
     def render(
         budget: float | None, _tick: int | None, groups: list[str] | None,
-        metric: str | None, ids: list[int], project: str | None, token: dict | None,
-    ) -> tuple:  # fmt: skip
+        metric: str | None, ids: list[int], project: str | None, token: dict[str, Any] | None,
+    ) -> tuple[Any, ...]:  # fmt: skip
         store = ctx.store
         groups = list(groups or [])
         project = group_compare.resolve_project(store, project, ids) if groups else project
@@ -291,14 +291,16 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
         State("cmp-project", "data"),
         State("cmp-groups", "value"),
     )
-    def group_options(ids: list[int], project: str | None, chosen: list[str] | None) -> tuple:
+    def group_options(
+        ids: list[int], project: str | None, chosen: list[str] | None
+    ) -> tuple[Any, ...]:
         """The groups one may add: those of the project in the link, else of the first run's
         (groups are named within a project)."""
         project = group_compare.resolve_project(ctx.store, project, ids)
         names: list[str] = []
         if project:
             try:
-                names = [g["name"] for g in ctx.store.list_groups(project)]
+                names = [g.name for g in ctx.store.list_groups(project)]
             except NotFound:
                 names = []
         names += [g for g in chosen or [] if g not in names]  # keep what the link named
@@ -321,8 +323,8 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
             except Exception:  # noqa: BLE001 - a deleted run just drops out
                 continue
         groups = list(groups or [])
-        highlight = {r["id"]: r["name"] for r in runs}
-        projects = sorted({r["project"] for r in runs} | ({project} if groups and project
+        highlight = {r.id: r.name for r in runs}
+        projects = sorted({r.project for r in runs} | ({project} if groups and project
                                                           else set()))  # fmt: skip
         rows = data.ceiling_rows(ctx.store, projects, highlight)
         if groups:
@@ -344,7 +346,7 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
     def download(
         _n: int, ids: list[int], project: str | None, groups: list[str] | None,
         metric: str | None, budget: float | None,
-    ) -> dict:  # fmt: skip
+    ) -> dict[str, Any]:  # fmt: skip
         groups = list(groups or [])
         project = group_compare.resolve_project(ctx.store, project, ids)
         detail = group_compare.compare_detail(

@@ -215,7 +215,7 @@ def _alerts(d: dict[str, Any]) -> Any:
                                           "whiteSpace": "normal", "maxWidth": 760}])
 
 
-def _figures(d: dict[str, Any]) -> tuple:
+def _figures(d: dict[str, Any]) -> tuple[Any, ...]:
     common = {"color": d["color"], "unit": d["unit"]}
     main = run_figure(
         d["points"],
@@ -253,7 +253,9 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
         State("run-id", "data"),
         State("run-cache", "data"),
     )
-    def render(metric: str | None, _tick: int | None, run_id: int, cache: dict | None) -> tuple:
+    def render(
+        metric: str | None, _tick: int | None, run_id: int, cache: dict[str, Any] | None
+    ) -> tuple[Any, ...]:
         store = ctx.store
         if dash_ctx.triggered_id == "run-metric" and cache and metric == cache["metric"]:
             raise PreventUpdate  # the dropdown was only synced to what is already shown
@@ -304,7 +306,7 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
         Input("run-cache", "data"),
         State("run-metric", "value"),
     )
-    def sync_metric(cache: dict | None, current: str | None) -> Any:
+    def sync_metric(cache: dict[str, Any] | None, current: str | None) -> Any:
         if not cache or cache["metric"] == current:
             raise PreventUpdate
         return cache["metric"]
@@ -316,7 +318,7 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
         State("run-cache", "data"),
         prevent_initial_call=True,
     )
-    def download(_n: int, run_id: int, cache: dict | None) -> dict:
+    def download(_n: int, run_id: int, cache: dict[str, Any] | None) -> dict[str, Any]:
         try:
             d = data.run_detail(ctx.store, run_id, (cache or {}).get("metric"))
         except NotFound:
@@ -337,7 +339,7 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
         return {"content": text, "filename": f"run-{run_id}-{d['metric']}.csv", "type": "text/csv"}
 
 
-def _append(new: dict[str, Any], cache: dict[str, Any], token: list) -> tuple:
+def _append(new: dict[str, Any], cache: dict[str, Any], token: list[Any]) -> tuple[Any, ...]:
     """Extend the points (or held-out) trace with only the new points."""
     fig = Patch()
     until = cache.get("fit_until")

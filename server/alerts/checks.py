@@ -105,9 +105,9 @@ def validated_params(
             run = store.get_run(run_id)
         except NotFound as exc:
             raise InvalidRule("run_id", f"run {run_id} does not exist") from exc
-        if run["project"] != project:
+        if run.project != project:
             raise InvalidRule(
-                "run_id", f"run {run_id} belongs to project {run['project']!r}, not {project!r}"
+                "run_id", f"run {run_id} belongs to project {run.project!r}, not {project!r}"
             )
     check = spec_of(kind).check
     problem = None if check is None else check(store, clean)

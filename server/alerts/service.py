@@ -28,6 +28,7 @@ from scalewatch.server.alerts.webhooks import WebhookSender, build_body
 from scalewatch.server.background import PollingWorker
 from scalewatch.server.db.models import utcnow
 from scalewatch.server.domain.alerts import Alert, AlertRule
+from scalewatch.server.domain.runs import FitContext
 from scalewatch.server.store.base import (
     AlertStore,
     DirtyGroup,
@@ -152,13 +153,13 @@ class AlertService:
         return judge(rule.params, evidence)
 
     def on_fit(
-        self, context: Mapping[str, Any], series_id: int, fit: Fit, previous: Fit | None
+        self, context: FitContext, series_id: int, fit: Fit, previous: Fit | None
     ) -> None:
         """The refit listener: evaluate every rule of the run on its fit metric's new fit."""
-        if fit.get("metric") != context.get("fit_metric"):
+        if fit.get("metric") != context.fit_metric:
             return
-        run_id = int(context["run_id"])
-        rules = self.store.rules_for_run(context["project"], run_id, FIT_KINDS)
+        run_id = context.run_id
+        rules = self.store.rules_for_run(context.project, run_id, FIT_KINDS)
         if not rules:
             return
         active = self.store.active_alert_rules(run_id)

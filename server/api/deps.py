@@ -12,6 +12,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from scalewatch.server.api.guards import bearer_from_header
 from scalewatch.server.config import Settings
+from scalewatch.server.domain.tokens import Token
 from scalewatch.server.scopes import SCOPE_RANK
 from scalewatch.server.store.base import Store, TokenStore
 from scalewatch.server.store.scoped import ScopedStore, scoped, token_projects
@@ -48,17 +49,17 @@ class TokenCache:
         self.ttl = ttl
         self.clock = clock
         self._lock = threading.Lock()
-        self._items: dict[str, tuple[float, dict | None]] = {}
+        self._items: dict[str, tuple[float, Token | None]] = {}
 
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
 
-    def get(self, store: TokenStore, token: str) -> dict | None:
+    def get(self, store: TokenStore, token: str) -> Token | None:
         """The record of an API token (None: unknown or revoked)."""
         return self._get("t:" + token, lambda: store.lookup_token(token))
 
-    def peek(self, token: str) -> tuple[bool, dict | None]:
+    def peek(self, token: str) -> tuple[bool, Token | None]:
         """(True, what `get` would answer) when the token is cached and fresh, without any
         database lookup; else (False, None)."""
         with self._lock:
@@ -67,11 +68,11 @@ class TokenCache:
                 return True, hit[1]
         return False, None
 
-    def get_session(self, store: TokenStore, session_id: str) -> dict | None:
+    def get_session(self, store: TokenStore, session_id: str) -> Token | None:
         """The token record behind a dashboard session (None: ended, expired or revoked)."""
         return self._get("s:" + session_id, lambda: store.lookup_session(session_id))
 
-    def _get(self, key: str, lookup: Callable[[], dict | None]) -> dict | None:
+    def _get(self, key: str, lookup: Callable[[], Token | None]) -> Token | None:
         now = self.clock()
         with self._lock:
             hit = self._items.get(key)
@@ -92,7 +93,7 @@ def bearer_token(request: Request) -> str | None:
     return bearer_from_header(request.headers.get("authorization"))
 
 
-def authenticate(request: Request, scope: str) -> dict[str, Any] | None:
+def authenticate(request: Request, scope: str) -> Token | None:
     """Return the token's record; 401 for a missing/unknown token, 403 for too small a scope."""
     settings: Settings = request.app.state.settings
     if not settings.auth:
@@ -108,15 +109,15 @@ def authenticate(request: Request, scope: str) -> dict[str, Any] | None:
     return _in_scope(info, scope)
 
 
-def _in_scope(info: dict[str, Any] | None, scope: str) -> dict[str, Any]:
+def _in_scope(info: Token | None, scope: str) -> Token:
     if info is None:
         raise HTTPException(401, "unknown or revoked token", headers={"WWW-Authenticate": "Bearer"})
-    if SCOPE_RANK[info["scope"]] < SCOPE_RANK[scope]:
-        raise HTTPException(403, f"this token has scope '{info['scope']}'; '{scope}' is needed")
+    if SCOPE_RANK[info.scope] < SCOPE_RANK[scope]:
+        raise HTTPException(403, f"this token has scope '{info.scope}'; '{scope}' is needed")
     return info
 
 
-async def caller(request: Request) -> dict[str, Any] | None:
+async def caller(request: Request) -> Token | None:
     """The record of the request's bearer token, scope unchecked (None: none, unknown or
     revoked; the scope dependencies answer those 401). Looked up once per request."""
     if "sw_token" in request.scope:
@@ -201,7 +202,7 @@ def require(scope: str):  # noqa: ANN201 - a FastAPI dependency
     # Async: FastAPI runs a plain `def` dependency in its thread pool, a thread hop on every
     # API request (~0.5 ms of a 1,000-value ingest on 2 busy cores). Only a token the cache
     # does not hold needs the database, and that lookup goes to the thread pool.
-    async def dependency(request: Request) -> dict[str, Any] | None:
+    async def dependency(request: Request) -> Token | None:
         if not request.app.state.settings.auth:
             return None
         token = bearer_token(request)

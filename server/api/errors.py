@@ -28,6 +28,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from scalewatch.server.background import is_database_outage, outage
+from scalewatch.server.domain.checks import loc_text
 from scalewatch.server.services.compare import MixedMetrics
 from scalewatch.server.store import NotFound
 from scalewatch.server.store.scoped import ProjectDenied
@@ -80,17 +81,6 @@ def error_response(
     headers: dict[str, str] | None = None,
 ) -> JSONResponse:
     return JSONResponse(error_body(status, detail, errors), status_code=status, headers=headers)
-
-
-def loc_text(loc: Sequence[Any]) -> str:
-    """("body", "points", 3, "compute") -> "points[3].compute"; query/path keep their prefix."""
-    parts = list(loc)
-    if parts and parts[0] == "body":
-        parts = parts[1:]
-    out = ""
-    for part in parts:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "body"
 
 
 def normalize(status: int, content: Any) -> dict[str, Any]:

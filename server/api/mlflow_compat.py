@@ -16,6 +16,7 @@ from typing import Any
 
 from scalewatch.server import limits
 from scalewatch.server.api.schemas.common import check_free_text, clean_text
+from scalewatch.server.domain.runs import Project, Run
 from scalewatch.server.ingest import PointRow, check_name
 
 # MLflow's own request limits (mlflow/utils/validation.py): the official client splits larger
@@ -107,15 +108,15 @@ def checked_text(value: Any, what: str, max_length: int, blank: bool = False) ->
     return text
 
 
-def experiment_json(project: Mapping[str, Any]) -> dict[str, Any]:
+def experiment_json(project: Project) -> dict[str, Any]:
     exp_id = (
         DEFAULT_EXPERIMENT_ID
-        if project["name"] == DEFAULT_EXPERIMENT_NAME
-        else str(project["id"])
+        if project.name == DEFAULT_EXPERIMENT_NAME
+        else str(project.id)
     )
     return {
         "experiment_id": exp_id,
-        "name": project["name"],
+        "name": project.name,
         # MLflow's proxied artifact scheme: the client sends artifacts to this server's
         # /api/2.0/mlflow-artifacts routes, which accept and discard them (routes/mlflow.py).
         "artifact_location": f"{ARTIFACT_SCHEME}/{exp_id}",
@@ -140,50 +141,50 @@ def _millis(iso_time: str | None) -> int | None:
     return int(datetime.fromisoformat(iso_time).timestamp() * 1000)
 
 
-def tag_pairs(run: Mapping[str, Any]) -> list[dict[str, str]]:
+def tag_pairs(run: Run) -> list[dict[str, str]]:
     """The run's tags as MLflow key/value pairs ("k=v" -> k, v; a bare tag has value "")."""
     out = []
-    for tag in run.get("tags") or []:
+    for tag in run.tags:
         key, _, value = str(tag).partition("=")
         out.append({"key": key, "value": value})
-    out.append({"key": "mlflow.runName", "value": run["name"]})
-    out.append({"key": TAG_FIT_METRIC, "value": run["fit_metric"]})
-    if run.get("group"):
-        out.append({"key": TAG_GROUP, "value": run["group"]})
+    out.append({"key": "mlflow.runName", "value": run.name})
+    out.append({"key": TAG_FIT_METRIC, "value": run.fit_metric})
+    if run.group:
+        out.append({"key": TAG_GROUP, "value": run.group})
     return out
 
 
-def run_info(run: Mapping[str, Any], experiment_id: str) -> dict[str, Any]:
-    run_id = str(run["id"])
+def run_info(run: Run, experiment_id: str) -> dict[str, Any]:
+    run_id = str(run.id)
     info: dict[str, Any] = {
         "run_id": run_id,
         "run_uuid": run_id,
-        "run_name": run["name"],
+        "run_name": run.name,
         "experiment_id": experiment_id,
         "user_id": "",
-        "status": MLFLOW_STATUS.get(run["status"], "RUNNING"),
-        "start_time": _millis(run.get("created_at")) or 0,
+        "status": MLFLOW_STATUS.get(run.status, "RUNNING"),
+        "start_time": _millis(run.created_at) or 0,
         "artifact_uri": f"{ARTIFACT_SCHEME}/{experiment_id}/{run_id}/artifacts",
         "lifecycle_stage": "active",
     }
-    if run["status"] != "running":
-        info["end_time"] = _millis(run.get("last_seen_at")) or 0
+    if run.status != "running":
+        info["end_time"] = _millis(run.last_seen_at) or 0
     return info
 
 
-def run_json(run: Mapping[str, Any], experiment_id: str) -> dict[str, Any]:
-    step = run.get("last_step") or 0
+def run_json(run: Run, experiment_id: str) -> dict[str, Any]:
+    step = run.last_step or 0
     return {
         "info": run_info(run, experiment_id),
         "data": {
             "metrics": [
                 {"key": k, "value": v, "timestamp": 0, "step": step}
-                for k, v in (run.get("latest") or {}).items()
+                for k, v in run.latest.items()
                 if v is not None
             ],
             "params": [
                 {"key": str(k), "value": v if isinstance(v, str) else json.dumps(v)}
-                for k, v in (run.get("config") or {}).items()
+                for k, v in run.config.items()
             ],
             "tags": tag_pairs(run),
         },
@@ -280,14 +281,15 @@ def merged_config(config: Mapping[str, Any], params: Iterable[Any]) -> dict[str,
     return out
 
 
-def tag_changes(run: Mapping[str, Any], tags: Iterable[Any]) -> dict[str, Any]:
+def tag_changes(run: Run | None, tags: Iterable[Any]) -> dict[str, Any]:
     """What MLflow tags change on the run: `tags` (k=v labels), `fit_metric`, `target_compute`,
     `group` (`scalewatch.group`; an empty value takes the run out of its group).
 
     `mlflow.*` tags (user, source, git commit, run name) are the client's bookkeeping, not
     labels anyone filters runs by, and would use up the run's 50 tags: not kept. A label that
-    would not fit a tag (100 characters) keeps its key only."""
-    current = list(run.get("tags") or [])
+    would not fit a tag (100 characters) keeps its key only. `run`: None for a run about to
+    be created."""
+    current = list(run.tags) if run is not None else []
     by_key = {str(t).partition("=")[0]: n for n, t in enumerate(current)}
     changes: dict[str, Any] = {}
     for t in check_tags(tags):
@@ -302,7 +304,7 @@ def tag_changes(run: Mapping[str, Any], tags: Iterable[Any]) -> dict[str, Any]:
                 raise invalid(f"{TAG_GROUP} must be at most {limits.MAX_GROUP_LENGTH} characters")
             if value and not value.strip():
                 raise invalid(f"{TAG_GROUP} must not be blank")
-            if value != (run.get("group") or ""):
+            if value != ((run.group if run is not None else None) or ""):
                 changes["group"] = value or None
             continue
         if key == TAG_TARGET_COMPUTE:

@@ -78,8 +78,8 @@ class _ShutdownNoise(logging.Filter):
 def demo_token(store: TokenStore) -> str:
     """A fresh write token for the simulated trainers; earlier demo tokens are revoked."""
     for t in store.list_tokens():
-        if t["name"] == TOKEN_NAME and not t["revoked"]:
-            store.revoke_token(t["id"])
+        if t.name == TOKEN_NAME and not t.revoked:
+            store.revoke_token(t.id)
     _, token = store.create_token(TOKEN_NAME, "write")
     return token
 

@@ -1,5 +1,10 @@
-"""The shapes shared by the store, the services, the API and the dashboard.
+"""The shapes and rules the whole service shares: a run, a project, a token, an alert, an alert
+rule and a webhook delivery, what the fitter needs to know about a run, and which metric a run's
+fit follows.
 
-Frozen pydantic models, one per concept, so one declaration serves as the store's return type
-and as the API's response schema. Imports nothing of ours: every other layer may import it.
+Frozen pydantic models, so one definition serves the store (which returns them), the services
+and the dashboard (which read them) and the REST API (whose response models derive from them).
+This package imports nothing of the service's own but the limits its checks need and the fitting
+engine's prior checks (no api, store, db or dashboard): everyone may import it
+(tests/test_import_direction.py).
 """

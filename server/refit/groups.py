@@ -27,6 +27,7 @@ from scalewatch.server.services.groups import (
     failed_group_record,
     group_options,
     group_record,
+    member_context,
     member_r0,
 )
 from scalewatch.server.store.base import DirtyGroup, GroupStore
@@ -62,7 +63,7 @@ def reusable_run_fit(member: dict[str, Any], options: FitOptions) -> FitResult |
     stored = member.get("run_fit")
     if not stored or stored.get("status") == "pending":
         return None
-    own = fit_options_for(member)
+    own = fit_options_for(member_context(member))
     if ((own.warmup, own.fit_until, tuple(own.value_range), own.target_compute)
             != (options.warmup, options.fit_until, tuple(options.value_range),
                 options.target_compute)):
@@ -141,7 +142,7 @@ class GroupRefits:
             stored = prior_source(  # the project's drift allowance, named as a run's is
                 group_record(result, members, group=item.group, metric=item.metric,
                              fit_seconds=round(time.perf_counter() - t0, 4)),
-                {"project_hindcasts": members[0].get("project_hindcasts")}, options)
+                member_context(members[0]), options)
         except Exception as exc:  # noqa: BLE001 - stored as the group's fit, like a series'
             log.exception("fit of group %s/%s failed", item.project, item.group)
             ok = False

@@ -15,16 +15,18 @@ import logging
 import time
 from collections.abc import Callable
 from datetime import datetime, timezone
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 
 from scalewatch.server.background import PollingWorker, worker_identity
+from scalewatch.server.domain.runs import FitContext
 from scalewatch.server.fitting import FitOptions, FitResult, fit_curve
 from scalewatch.server.fitting.hindcast import hindcast_of
 from scalewatch.server.refit.backfill import prefix_lengths
 from scalewatch.server.refit.groups import GroupFitListener, GroupRefits
 from scalewatch.server.services.fits import fit_options_for, fit_record, prior_source
+from scalewatch.server.services.runs import fit_context
 from scalewatch.server.store.base import DirtySeries, FitStore, GroupStore
 from scalewatch.server.store.fit_records import FitRecord
 
@@ -45,7 +47,7 @@ class FitCounter(Protocol):
 
 
 # (fit context of the run, series id, the stored fit, the fit before it)
-FitListener = Callable[[dict[str, Any], int, FitRecord, FitRecord | None], None]
+FitListener = Callable[[FitContext, int, FitRecord, FitRecord | None], None]
 
 
 class RefitStore(FitStore, GroupStore, Protocol):
@@ -111,7 +113,7 @@ class Refitter(PollingWorker):
         warm: FitResult | None,
         series: tuple[list[float], list[float], list[int]],
         options: FitOptions,
-        context: dict[str, Any],
+        context: FitContext,
         metric: str,
     ) -> tuple[list[FitRecord], FitResult | None]:
         """The fits of the history that points arriving at once skipped (``backfill.py``),
@@ -141,7 +143,7 @@ class Refitter(PollingWorker):
 
     def _refit(self, item: DirtySeries) -> None:
         try:
-            context = self.store.fit_context(item.run_id)
+            context = fit_context(self.store, item.run_id)
             metric, previous = self.store.latest_fit(item.run_id, item.metric)
             snapshot_at = utcnow()
             requested, compute, values, steps = self.store.series_snapshot(item.series_id)
@@ -183,7 +185,7 @@ class Refitter(PollingWorker):
         stored = prior_source(
             fit_record(result, metric=metric, fit_seconds=round(time.perf_counter() - t0, 4)),
             context, options)
-        if context.get("status") == "finished" and "internal" in stored:
+        if context.status == "finished" and "internal" in stored:
             # Stored even when null (a failed fit, too few points): the key says "tried", so
             # the runs that learn from this one do not queue it again and again.
             stored["internal"]["hindcast"] = (
@@ -196,7 +198,7 @@ class Refitter(PollingWorker):
             self.metrics.fit_done(ok)
             if item.dirty_since is not None:
                 self.metrics.refit_lag((utcnow() - item.dirty_since).total_seconds())
-        for run_id, name in context.get("finished_without_hindcast") or []:
+        for run_id, name in context.finished_without_hindcast:
             self.store.request_fit(run_id, name, force=True)  # its refit adds the hindcast
         stored["fit_id"] = fit_id
         for listener in self.listeners:

@@ -12,12 +12,14 @@ import hashlib
 import logging
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
+from scalewatch.server.domain.runs import Run
 from scalewatch.server.fitting import FitResult, compare_fits
 from scalewatch.server.fitting.compare import SAME_A_MARGIN
 from scalewatch.server.services.fits import latest_or_pending_many, public_fit
@@ -32,14 +34,29 @@ class MixedMetrics(ValueError):
     curves of different quantities under one title (a 422 naming each run's metric)."""
 
 
-def common_metric(infos: list[dict[str, Any]], metric: str | None) -> str | None:
+class Fitted(Protocol):
+    """Something with a name fitted on a metric: a run, a group's member, a group."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def fit_metric(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class FittedAs:
+    name: str
+    fit_metric: str
+
+
+def common_metric(infos: Sequence[Fitted], metric: str | None) -> str | None:
     """The one metric a comparison uses: `metric` when given, else the runs' common fit metric;
     raises `MixedMetrics` naming the metrics when the runs' fit metrics differ."""
     if metric:
         return metric
     by_metric: dict[str, list[str]] = {}
     for info in infos:
-        by_metric.setdefault(str(info.get("fit_metric")), []).append(info["name"])
+        by_metric.setdefault(info.fit_metric, []).append(info.name)
     if len(by_metric) <= 1:
         return next(iter(by_metric), None)
     listing = "; ".join(f"{m}: {', '.join(names)}" for m, names in sorted(by_metric.items()))
@@ -50,7 +67,9 @@ def common_metric(infos: list[dict[str, Any]], metric: str | None) -> str | None
 
 @dataclass
 class CompareInput:
-    """One run of a comparison: its record, unique label, stored fit and points."""
+    """One run of a comparison: its record, unique label, stored fit and points. `run` is the
+    run's record as JSON (`Run.model_dump()`: the comparison's cache key and response read it),
+    or a group's id (None), name, project and group."""
 
     run: dict[str, Any]
     label: str
@@ -75,14 +94,14 @@ def load_compare_inputs(
     ids = list(dict.fromkeys(run_ids))
     infos = store.get_runs(ids)  # one read for every run
     metric = common_metric(infos, metric)  # one metric for every run, or MixedMetrics
-    names = [r["name"] for r in infos]
+    names = [r.name for r in infos]
     x_range = None
     if shared_range:
-        hi = max((r.get("last_compute") or 0.0) for r in infos) if infos else 0.0
+        hi = max((r.last_compute or 0.0) for r in infos) if infos else 0.0
         x_range = (0.0, float(hi)) if hi > 0 else None
 
-    def label(info: dict[str, Any]) -> str:
-        return info["name"] if names.count(info["name"]) == 1 else f"{info['name']}#{info['id']}"
+    def label(info: Run) -> str:
+        return info.name if names.count(info.name) == 1 else f"{info.name}#{info.id}"
 
     if metric is None:  # no runs
         return []
@@ -90,11 +109,11 @@ def load_compare_inputs(
     if max_points is not None:
         # Downsampled: every run's points in a few queries (the Compare page).
         pages = store.get_points_many(ids, metric, max_points=max_points, x_range=x_range)
-        return [CompareInput(i, label(i), fits[i["id"]], pages[i["id"]]) for i in infos]
+        return [CompareInput(i.model_dump(), label(i), fits[i.id], pages[i.id]) for i in infos]
 
-    def load(info: dict[str, Any]) -> CompareInput:
-        page = store.get_points(info["id"], metric, x_range=x_range)
-        return CompareInput(info, label(info), fits[info["id"]], page)
+    def load(info: Run) -> CompareInput:
+        page = store.get_points(info.id, metric, x_range=x_range)
+        return CompareInput(info.model_dump(), label(info), fits[info.id], page)
 
     if len(infos) <= 1 or store.dialect != "postgresql":
         # SQLite runs in this process: threads only contend for the GIL (4 threads made ten
@@ -115,17 +134,17 @@ class _ComparisonCache:
 
     def __init__(self, size: int = 64) -> None:
         self.size = size
-        self._items: OrderedDict[tuple, dict[str, Any]] = OrderedDict()
+        self._items: OrderedDict[tuple[Any, ...], dict[str, Any]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, key: tuple) -> dict[str, Any] | None:
+    def get(self, key: tuple[Any, ...]) -> dict[str, Any] | None:
         with self._lock:
             hit = self._items.get(key)
             if hit is not None:
                 self._items.move_to_end(key)
         return copy.deepcopy(hit) if hit is not None else None  # callers may change theirs
 
-    def put(self, key: tuple, value: dict[str, Any]) -> None:
+    def put(self, key: tuple[Any, ...], value: dict[str, Any]) -> None:
         with self._lock:
             self._items[key] = copy.deepcopy(value)
             while len(self._items) > self.size:
@@ -139,11 +158,11 @@ class _ComparisonCache:
 COMPARISONS = _ComparisonCache()
 
 
-def _key(inputs: list[CompareInput], budget: float | None) -> tuple | None:
+def _key(inputs: list[CompareInput], budget: float | None) -> tuple[Any, ...] | None:
     """What a comparison depends on: each input's label, run (None for a group), stored fit
     (id and time: a stored fit never changes) and points (a digest of them: the fixed-A
     refits read them). None when a fit with parameters has no id (not a stored fit)."""
-    parts: list[tuple] = []
+    parts: list[tuple[Any, ...]] = []
     for i in inputs:
         fit = i.fit
         ident: tuple[Any, ...] = (fit.get("fit_id"), fit.get("fitted_at"))

@@ -7,18 +7,23 @@ Kept apart from `compare.py` (which `groups.py` builds on) so neither imports th
 
 from __future__ import annotations
 
-from typing import Any
-
-from scalewatch.server.services.compare import CompareInput, common_metric, load_compare_inputs
+from scalewatch.server.domain.runs import GroupMember
+from scalewatch.server.services.compare import (
+    CompareInput,
+    Fitted,
+    FittedAs,
+    common_metric,
+    load_compare_inputs,
+)
 from scalewatch.server.services.groups import group_metric, latest_group_or_pending
 from scalewatch.server.store.base import PointsPage, Store
 
 
-def _group_points(store: Store, members: list[dict[str, Any]], metric: str) -> PointsPage:
+def _group_points(store: Store, members: list[GroupMember], metric: str) -> PointsPage:
     """Every member's points of `metric`, in compute order (the pooled fit's data)."""
     rows: list[tuple[float, float, int]] = []
     for m in members:
-        page = store.get_points(m["id"], metric)
+        page = store.get_points(m.id, metric)
         rows += zip(page.compute, page.values, page.steps, strict=True)
     rows.sort()
     return PointsPage(metric, [r[2] for r in rows], [r[0] for r in rows], [r[1] for r in rows],
@@ -38,9 +43,9 @@ def load_inputs(
     groups = list(dict.fromkeys(groups))
     members = {g: store.group_members(str(project), g) for g in groups}
     if metric is None and groups:
-        infos = [{"name": f"group {g}", "fit_metric": group_metric(g, members[g], None)}
-                 for g in groups]
-        infos += [{"name": r["name"], "fit_metric": r["fit_metric"]}
+        infos: list[Fitted] = [FittedAs(f"group {g}", group_metric(g, members[g], None))
+                               for g in groups]
+        infos += [FittedAs(r.name, r.fit_metric)
                   for r in (store.get_run(i) for i in dict.fromkeys(run_ids))]
         metric = common_metric(infos, None)
     inputs = load_compare_inputs(store, run_ids, metric) if run_ids else []

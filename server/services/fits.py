@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+from scalewatch.server.domain.runs import FitInputs, Run
 from scalewatch.server.fitting import FitOptions, FitResult
 from scalewatch.server.fitting.b_prior import learn_b_prior, log_b_estimate
 from scalewatch.server.fitting.hindcast import learn_drift_rate
@@ -17,30 +18,30 @@ from scalewatch.server.store.base import FitStore
 from scalewatch.server.store.fit_records import FitRecord, PublicFit
 
 
-def noise_prior_for(context: dict[str, Any]) -> tuple[float, float] | None:
+def noise_prior_for(context: FitInputs) -> tuple[float, float] | None:
     """The run's opt-in noise prior: explicit ``[mean, sd]`` of rho, or ``"project"``: learned
     from the project's finished runs (``project_noise`` in the context; none yet: no prior)."""
-    setting = (context.get("fit_settings") or {}).get("noise_prior")
+    setting = context.fit_settings.get("noise_prior")
     if setting == "project":
-        return learn_rho_prior(context.get("project_noise") or [])
+        return learn_rho_prior(context.project_noise or [])
     if isinstance(setting, (list, tuple)) and len(setting) == 2:
         return float(setting[0]), float(setting[1])
     return None
 
 
-def b_prior_for(context: dict[str, Any]) -> tuple[float, float] | None:
+def b_prior_for(context: FitInputs) -> tuple[float, float] | None:
     """The run's opt-in prior on B: explicit ``[centre, scale]`` of ln B, or ``"project"``:
     learned from the B intervals of the project's finished, identified runs (``project_b``;
     fewer than three: no prior)."""
-    setting = (context.get("fit_settings") or {}).get("b_prior")
+    setting = context.fit_settings.get("b_prior")
     if setting == "project":
-        return learn_b_prior(log_b_estimate(ci) for ci in context.get("project_b") or [])
+        return learn_b_prior(log_b_estimate(ci) for ci in context.project_b or [])
     if isinstance(setting, (list, tuple)) and len(setting) == 2:
         return float(setting[0]), float(setting[1])
     return None
 
 
-def drift_rate_for(context: dict[str, Any]) -> float | None:
+def drift_rate_for(context: FitInputs) -> float | None:
     """The drift rate the project's finished runs needed beyond their own half-run forecasts
     (``project_hindcasts``), once there are enough of them to vouch for 95%
     (``hindcast.MIN_HINDCASTS``); else None: the default allowance.
@@ -49,45 +50,45 @@ def drift_rate_for(context: dict[str, Any]) -> float | None:
     (a split-conformal rank of their misses holds for any mix of them), and it is the only
     way a project whose runs follow the sigmoid gets forecast intervals as narrow as they
     can honestly be, and one whose runs drift gets intervals that hold."""
-    return learn_drift_rate(context.get("project_hindcasts") or [])
+    return learn_drift_rate(context.project_hindcasts or [])
 
 
-def fit_options_for(context: dict[str, Any], intervals: bool = True) -> FitOptions:
+def fit_options_for(context: FitInputs, intervals: bool = True) -> FitOptions:
     """FitOptions from a run's fit settings (r0, warmup, fit_until, value_range, noise_prior,
     b_prior), its target and the drift rate its project's finished runs needed."""
-    fs = context.get("fit_settings") or {}
+    fs = context.fit_settings
     value_range = fs.get("value_range") or (0.0, 1.0)
     return FitOptions(
         r0=fs.get("r0"),
         warmup=float(fs.get("warmup") or 0.0),
         fit_until=fs.get("fit_until"),
-        target_compute=context.get("target_compute"),
+        target_compute=context.target_compute,
         value_range=(float(value_range[0]), float(value_range[1])),
         intervals=intervals,
         noise_prior=noise_prior_for(context),
         drift_rate=drift_rate_for(context),
         # A finished run is fitted on its own B: it is what the project's prior is learned
         # from, and a prior that fed back into its own teachers would narrow on itself.
-        b_prior=None if context.get("status") == "finished" else b_prior_for(context),
+        b_prior=None if context.status == "finished" else b_prior_for(context),
     )
 
 
-def prior_source(record: FitRecord, context: dict[str, Any], options: FitOptions) -> FitRecord:
+def prior_source(record: FitRecord, context: FitInputs, options: FitOptions) -> FitRecord:
     """Say in the record's ``prior`` where a learned prior came from (how many finished runs),
     and the drift rate ``options`` took from the project's hindcasts (``drift_rate_for``) when
     the fit has a curve that rate widens."""
     prior = record.get("prior")
-    settings = context.get("fit_settings") or {}
+    settings = context.fit_settings
     learned_from: dict[str, Any] = dict(prior) if isinstance(prior, dict) else {}
     if settings.get("noise_prior") == "project" and "rho" in learned_from:
         learned_from.update(source="project",
-                            finished_runs=len(context.get("project_noise") or []))
+                            finished_runs=len(context.project_noise or []))
     if (rate := options.drift_rate) is not None and record.get("status") in ("ok", "unidentified"):
         learned_from["drift_rate"] = round(rate, 4)
-        learned_from["hindcasts"] = len(context.get("project_hindcasts") or [])
+        learned_from["hindcasts"] = len(context.project_hindcasts or [])
     if settings.get("b_prior") == "project" and isinstance(learned_from.get("B"), dict):
         learned_from["B"] = {**learned_from["B"], "source": "project",
-                             "finished_runs": len(context.get("project_b") or [])}
+                             "finished_runs": len(context.project_b or [])}
     if learned_from:
         record["prior"] = learned_from
     return record
@@ -117,10 +118,10 @@ def public_fit(stored: FitRecord | None) -> PublicFit | None:
     return cast(PublicFit, out)  # a FitRecord minus `internal`
 
 
-def with_metric_warning(fit: PublicFit | dict, run: dict[str, Any]) -> PublicFit:
+def with_metric_warning(fit: PublicFit | dict[str, Any], run: Run) -> PublicFit:
     """A run's default fit with the run's `fit_metric_warning` (a training reward fitted while
     a validation-looking metric exists), so a client reading only the fit is told too."""
-    warning = run.get("fit_metric_warning")
+    warning = run.fit_metric_warning
     return cast(PublicFit, {**fit, "fit_metric_warning": warning} if warning else fit)
 
 

@@ -8,16 +8,18 @@ group fit looks the same everywhere. A group's members are the runs of one proje
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
+from scalewatch.server.domain.runs import FitInputs
 from scalewatch.server.fitting import FitOptions, FitResult
-from scalewatch.server.services.compare import MixedMetrics, common_metric
+from scalewatch.server.services.compare import Fitted, MixedMetrics, common_metric
 from scalewatch.server.services.fits import fit_options_for, fit_record, not_fitted, public_fit
 from scalewatch.server.store.base import GroupStore
 from scalewatch.server.store.fit_records import FitRecord
 
 
-def group_metric(group: str, members: list[dict[str, Any]], metric: str | None) -> str:
+def group_metric(group: str, members: Sequence[Fitted], metric: str | None) -> str:
     """`metric` when given, else the members' common fit metric; `MixedMetrics` (a 422)
     naming each member's metric when they differ."""
     try:
@@ -33,7 +35,8 @@ def group_options(members: list[dict[str, Any]], intervals: bool = True) -> FitO
     the target is the largest of the members' targets; the window is the one every member's
     settings allow (the latest warmup, the earliest fit_until) and A may take any value some
     member's range allows; the drift allowance is the project's (the same for every member)."""
-    opts = [fit_options_for(m, intervals) for m in members] or [FitOptions(intervals=intervals)]
+    opts = ([fit_options_for(member_context(m), intervals) for m in members]
+            or [FitOptions(intervals=intervals)])
     targets = [o.target_compute for o in opts if o.target_compute is not None]
     untils = [o.fit_until for o in opts if o.fit_until is not None]
     return FitOptions(
@@ -44,6 +47,12 @@ def group_options(members: list[dict[str, Any]], intervals: bool = True) -> FitO
         intervals=intervals,
         drift_rate=opts[0].drift_rate,
     )
+
+
+def member_context(member: Mapping[str, Any]) -> FitInputs:
+    """A member of a group snapshot (`GroupStore.group_snapshot`: its settings, target, status
+    and the project's hindcasts beside its points) as what its fit options come from."""
+    return FitInputs.model_validate(member)
 
 
 def member_r0(member: dict[str, Any]) -> float | None:
@@ -81,7 +90,7 @@ def failed_group_record(message: str, members: list[dict[str, Any]], options: Fi
                        n_points=sum(len(m.get("values") or ()) for m in members),
                        target_compute=options.target_compute, value_range=options.value_range)
     record = fit_record(result, metric=metric, group=group, **extra)
-    cast(dict, record).update(
+    cast(dict[str, Any], record).update(
         members=[{"run_id": m["id"], "name": m["name"], "status": "insufficient_data"}
                  for m in members],
         seed_spread={"n": 0, "sd": None, "ci": None, "members_A_sd": None},
@@ -102,9 +111,9 @@ def latest_group_or_pending(
     stored = store.latest_group_fit(project, group, name)
     queued = store.request_group_fit(project, group, name)
     if stored is None:
-        record = cast(dict, not_fitted(name, queued))
+        record = cast(dict[str, Any], not_fitted(name, queued))
         record.update(group=group, members=[
-            {"run_id": m["id"], "name": m["name"], "status": record["status"]} for m in members
+            {"run_id": m.id, "name": m.name, "status": record["status"]} for m in members
         ], seed_spread=None)
         return cast(FitRecord, record)
     return stored

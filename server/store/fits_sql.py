@@ -11,6 +11,7 @@ from sqlalchemy import and_, case, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from scalewatch.server.db.models import Fit, Point, Run, Series, utcnow
+from scalewatch.server.domain.runs import FitContext
 from scalewatch.server.store.base import DirtySeries, NotFound
 from scalewatch.server.store.common import SqlBase, as_utc, iso
 from scalewatch.server.store.fit_records import (
@@ -43,7 +44,7 @@ LEARN_FROM_NEWEST = 200
 
 
 def finished_runs_teach(s: Session, project_id: int, metric: str,
-                        but: int | None = None) -> dict[str, list]:
+                        but: int | None = None) -> dict[str, list[Any]]:
     """What the newest finished runs of a project (but run `but`; ``LEARN_FROM_NEWEST``)
     teach its fits -- the drift allowance, and the opt-in priors -- from the summaries of
     their latest fits of `metric`: their noise posteriors (rho mean, sd), their hindcasts,
@@ -270,36 +271,36 @@ class FitsMixin(SqlBase):
         return (int(requested or 0), [r[0] for r in rows], [r[1] for r in rows],
                 [r[2] for r in rows])
 
-    def fit_context(self, run_id: int) -> dict[str, Any]:
-        """What the fitter needs to know about a run: settings, target, fit metric, and what
-        its project's finished runs teach (``finished_runs_teach``)."""
+    def fit_context(self, run_id: int) -> FitContext:
+        """What the fitter needs to know about a run: its own settings and its project's
+        defaults (merged by `services.runs.fit_context`), target, fit metric, and what its
+        project's finished runs teach (``finished_runs_teach``)."""
         with self.session() as s:
             run = s.get(Run, run_id)
             if run is None:
                 raise NotFound(f"run {run_id} not found")
             names = s.scalars(select(Series.name).where(Series.run_id == run_id)).all()
             metric = resolve_fit_metric(explicit_fit_metric(run), list(names))
-            settings = dict(run.fit_settings or {})
-            for key in ("noise_prior", "b_prior"):  # the project's defaults
-                if key not in settings and getattr(run.project, key) is not None:
-                    settings[key] = getattr(run.project, key)
             # Always: the finished runs' hindcasts set every project's drift allowance
             # (services.fits.drift_rate_for); their noise and B only the opt-in priors.
             learned = finished_runs_teach(s, run.project_id, metric, but=run.id)
-            return {
+            return FitContext.model_validate({
                 "run_id": run.id,
                 "project": run.project.name,
                 "name": run.name,
                 "fit_metric": metric,
+                "project_defaults": {"fit_metric": run.project.fit_metric,
+                                     "noise_prior": run.project.noise_prior,
+                                     "b_prior": run.project.b_prior},
                 "project_noise": learned.get("noise"),
                 "project_hindcasts": learned.get("hindcasts"),
                 "project_b": learned.get("b"),
                 "finished_without_hindcast": learned.get("missing", []),
                 "target_compute": run.target_compute,
-                "fit_settings": settings,
+                "fit_settings": dict(run.fit_settings or {}),
                 "status": run.status,
                 "last_seen_at": run.last_seen_at,
-            }
+            })
 
     # ---- reading fits ----------------------------------------------------------------------
     def _series_id(self, s: Session, run_id: int, metric: str | None) -> tuple[int | None, str]:

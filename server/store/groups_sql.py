@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session, selectinload
 
 from scalewatch.server.db.group_models import GroupFit, GroupSeries
 from scalewatch.server.db.models import Fit, Point, Project, Run, Series, utcnow
+from scalewatch.server.domain.runs import GroupMember, GroupSummary
 from scalewatch.server.store.base import DirtyGroup, NotFound
 from scalewatch.server.store.common import SqlBase, iso
 from scalewatch.server.store.fit_records import (
@@ -59,16 +60,16 @@ class GroupsMixin(SqlBase):
             for r in runs
         ]
 
-    def group_members(self, project: str, group: str) -> list[dict[str, Any]]:
+    def group_members(self, project: str, group: str) -> list[GroupMember]:
         """The runs of `group` (id, name, fit_metric, target, fit settings), by id; raises
         `NotFound` for an unknown project or a group without members."""
         with self.session() as s:
             members = self._members(s, self._project_id_of(s, project), group)
         if not members:
             raise NotFound(f"project {project!r} has no group {group!r}")
-        return members
+        return [GroupMember.model_validate(m) for m in members]
 
-    def list_groups(self, project: str) -> list[dict[str, Any]]:
+    def list_groups(self, project: str) -> list[GroupSummary]:
         """Every group of a project: name, n_runs, runs (ids), its common fit metric (None
         when the members disagree) and the latest fit summary of that metric."""
         with self.session() as s:
@@ -87,13 +88,13 @@ class GroupsMixin(SqlBase):
             members = by_group[name]
             metrics = {m["fit_metric"] for m in members}
             metric = next(iter(metrics)) if len(metrics) == 1 else None
-            out.append({
+            out.append(GroupSummary.model_validate({
                 "name": name,
                 "n_runs": len(members),
                 "runs": [m["id"] for m in members],
                 "metric": metric,
                 "fit": fits.get((name, metric)) if metric is not None else None,
-            })
+            }))
         return out
 
     # ---- the group refit queue -------------------------------------------------------------

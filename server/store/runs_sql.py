@@ -1,9 +1,12 @@
-"""Runs and projects: create-or-resume, list with filters, patch, delete."""
+"""Runs and projects: create-or-resume, list with filters, write a decided change, delete.
+
+What a change means (PATCH merging, refit triggers, which runs a project's defaults refit) is
+decided by `scalewatch.server.services.runs` / `.projects`; this module stores it."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import delete, exists, func, select, update
 from sqlalchemy.exc import IntegrityError
@@ -19,23 +22,37 @@ from scalewatch.server.db.models import (
     Series,
     utcnow,
 )
+from scalewatch.server.domain.fit_metric import choose, choose_fit_metric
+from scalewatch.server.domain.runs import (
+    Project as ProjectRecord,
+)
+from scalewatch.server.domain.runs import (
+    ProjectDefaults,
+    RunChange,
+    RunSettings,
+)
+from scalewatch.server.domain.runs import (
+    Run as RunRecord,
+)
 from scalewatch.server.store.base import NotFound, RunQuery
 from scalewatch.server.store.common import SqlBase, dialect_insert, iso
-from scalewatch.server.store.fit_metric import choose, choose_fit_metric
 from scalewatch.server.store.group_marks import mark_group_dirty
 from scalewatch.server.store.run_names import NameTaken, check_run_name
 
 DEFAULT_FIT_METRICS = ("val_pass_rate", "reward")
-PATCHABLE = {
-    "name", "status", "tags", "notes", "target_compute", "fit_metric", "fit_settings", "config",
-    "group",
-}
+T = TypeVar("T")
 
 
 def resolve_fit_metric(explicit: str | None, metric_names: set[str] | list[str]) -> str:
     """The run's fit_metric, else a recognised validation metric (val_pass_rate, the RL
-    frameworks' own: `server/store/fit_metric.py`), else the training reward, else reward."""
+    frameworks' own: `server/domain/fit_metric.py`), else the training reward, else reward."""
     return choose_fit_metric(explicit, metric_names)
+
+
+def _first(found: list[T], what: str) -> T:
+    if not found:
+        raise NotFound(f"{what} not found")
+    return found[0]
 
 
 def explicit_fit_metric(run: Run) -> str | None:
@@ -51,7 +68,7 @@ class RunsMixin(SqlBase):
         assert found is not None  # inserted above unless it existed
         return found
 
-    def get_or_create_run(self, project: str, name: str, **fields: Any) -> tuple[dict, bool]:
+    def get_or_create_run(self, project: str, name: str, **fields: Any) -> tuple[RunRecord, bool]:
         with self.session() as s:
             pid = self._project_id(s, project)
             insert = dialect_insert(s)
@@ -94,9 +111,9 @@ class RunsMixin(SqlBase):
                 # A resume naming a group moves the run into it (one without keeps its group).
                 if fields.get("group"):
                     self._set_group(s, s.get(Run, run_id), fields["group"])
-            return self._run_dicts(s, [run_id])[0], created
+            return _first(self._runs(s, [run_id]), f"run {run_id}"), created
 
-    def create_run_unique(self, project: str, name: str, **fields: Any) -> dict:
+    def create_run_unique(self, project: str, name: str, **fields: Any) -> RunRecord:
         """A new run, never a resumed one: `name`, else `name (2)`, `name (3)`, ... (MLflow's
         `runs/create` makes a new run each time, even under a name already taken)."""
         for n in range(1, 10_000):
@@ -114,7 +131,9 @@ class RunsMixin(SqlBase):
                     return run
         raise RuntimeError(f"no free run name for {name!r} in {project!r}")
 
-    def get_project(self, name: str | None = None, project_id: int | None = None) -> dict | None:
+    def get_project(
+        self, name: str | None = None, project_id: int | None = None
+    ) -> ProjectRecord | None:
         """A project by name or by id (with or without runs); None when there is none."""
         with self.session() as s:
             q = select(Project)
@@ -124,30 +143,33 @@ class RunsMixin(SqlBase):
             found = s.scalar(q)
             if found is None:
                 return None
-            return {"id": found.id, "name": found.name, "created_at": iso(found.created_at),
-                    "fit_metric": found.fit_metric, "noise_prior": found.noise_prior,
-                    "b_prior": found.b_prior}
+            return ProjectRecord.model_validate({
+                "id": found.id, "name": found.name, "created_at": iso(found.created_at),
+                "fit_metric": found.fit_metric, "noise_prior": found.noise_prior,
+                "b_prior": found.b_prior})
 
-    def set_project_fit_metric(self, name: str, fit_metric: str | None) -> dict:
-        """Set (None: clear) a project's default fit metric (see `update_project`)."""
-        return self.update_project(name, {"fit_metric": fit_metric})
-
-    def update_project(self, name: str, changes: dict[str, Any]) -> dict:
-        """Set (None: clear) a project's defaults (`fit_metric`, `noise_prior`, `b_prior`),
-        creating the project when missing; every run of it that does not set its own is refitted."""
+    def update_project(
+        self, name: str, defaults: ProjectDefaults,
+        refits: Callable[[RunSettings], bool] | None = None,
+    ) -> ProjectRecord:
+        """Write the defaults `defaults` sets (None: clear), creating the project when missing;
+        the runs `refits` picks (`services.projects.refits_run`) are refitted, in this
+        transaction."""
+        values = {k: list(v) if isinstance(v, tuple) else v
+                  for k, v in defaults.model_dump(include=defaults.model_fields_set).items()}
         with self.session() as s:
             pid = self._project_id(s, name)
-            if changes:
-                s.execute(update(Project).where(Project.id == pid).values(**changes))
+            if values:
+                s.execute(update(Project).where(Project.id == pid).values(**values))
             s.flush()
             groups: dict[str, set[str]] = {}
-            for run in s.scalars(
+            runs = s.scalars(
                 select(Run).where(Run.project_id == pid).options(selectinload(Run.project))
-            ).all():
-                own = (("fit_metric" in changes and run.fit_metric is None)
-                       or any(key in changes and key not in (run.fit_settings or {})
-                              for key in ("noise_prior", "b_prior")))
-                if own:
+            ).all() if refits is not None else []
+            for run in runs:
+                settings = RunSettings.model_construct(
+                    fit_metric=run.fit_metric, fit_settings=run.fit_settings or {})
+                if refits is not None and refits(settings):
                     self._request_refit(s, run, groups)
             for group in sorted(groups):
                 mark_group_dirty(s, pid, group, groups[group])
@@ -155,7 +177,7 @@ class RunsMixin(SqlBase):
         assert found is not None  # created above
         return found
 
-    def create_project(self, name: str) -> tuple[dict, bool]:
+    def create_project(self, name: str) -> tuple[ProjectRecord, bool]:
         """The project of that name, created when missing (True when this call created it)."""
         existed = self.get_project(name=name)
         if existed is not None:
@@ -166,18 +188,15 @@ class RunsMixin(SqlBase):
         assert made is not None  # just created
         return made, True
 
-    def get_run(self, run_id: int) -> dict:
+    def get_run(self, run_id: int) -> RunRecord:
         with self.session() as s:
-            found = self._run_dicts(s, [run_id])
-            if not found:
-                raise NotFound(f"run {run_id} not found")
-            return found[0]
+            return _first(self._runs(s, [run_id]), f"run {run_id}")
 
-    def get_runs(self, run_ids: list[int]) -> list[dict]:
+    def get_runs(self, run_ids: list[int]) -> list[RunRecord]:
         """Several runs in the order asked, in one read (the queries of one `get_run`);
         raises `NotFound` naming the first unknown id."""
         with self.session() as s:
-            found = {r["id"]: r for r in self._run_dicts(s, list(dict.fromkeys(run_ids)))}
+            found = {r.id: r for r in self._runs(s, list(dict.fromkeys(run_ids)))}
         missing = [i for i in run_ids if i not in found]
         if missing:
             raise NotFound(f"run {missing[0]} not found")
@@ -202,7 +221,7 @@ class RunsMixin(SqlBase):
             has_runs = exists().where(Run.project_id == Project.id)
             return list(s.scalars(select(Project.name).where(has_runs).order_by(Project.name)))
 
-    def list_runs(self, query: RunQuery) -> tuple[list[dict], int]:
+    def list_runs(self, query: RunQuery) -> tuple[list[RunRecord], int]:
         with self.session() as s:
             q = select(Run.id)
             if query.project is not None or query.projects is not None:
@@ -225,15 +244,12 @@ class RunsMixin(SqlBase):
                 .limit(query.limit)
                 .offset(query.offset)
             ).all()
-            return self._run_dicts(s, list(ids)), total
+            return self._runs(s, list(ids)), total
 
-    def update_run(
-        self, run_id: int, changes: dict[str, Any],
-        merge: Callable[[dict], dict[str, Any]] | None = None,
-    ) -> dict:
-        """Apply `changes`; with `merge`, also the changes it computes from the run as it is
-        under the run's lock (a read-merge-write, such as MLflow params added to the config,
-        that a concurrent update cannot make stale). `merge` may raise: nothing is written."""
+    def update_run(self, run_id: int, decide: Callable[[RunRecord], RunChange]) -> RunRecord:
+        """Write the change `decide` makes of the run as it is under the run's lock
+        (`services.runs.decide_run_change`: a read-decide-write that a concurrent update cannot
+        make stale). `decide` may raise: nothing is written."""
         with self.session() as s:
             if self.dialect == "sqlite":
                 # No row locks on SQLite (FOR UPDATE is ignored) and the transaction begins
@@ -243,46 +259,30 @@ class RunsMixin(SqlBase):
             run = s.get(Run, run_id, with_for_update=True)
             if run is None:
                 raise NotFound(f"run {run_id} not found")
-            if merge is not None:
-                changes = {**changes, **merge(self._run_dicts(s, [run_id])[0])}
-            changes = {k: v for k, v in changes.items() if k in PATCHABLE}
-            refit = False
-            if "name" in changes and changes["name"] != run.name:
-                self._rename(s, run, check_run_name(changes["name"]))
-            if "tags" in changes:
-                tags = list(dict.fromkeys(changes["tags"] or []))
+            change = decide(_first(self._runs(s, [run_id]), f"run {run_id}"))
+            written = change.written()
+            if change.name is not None and change.name != run.name:
+                self._rename(s, run, check_run_name(change.name))
+            if "tags" in written:
+                tags = change.tags or []
                 run.tags = tags
                 s.execute(delete(RunTag).where(RunTag.run_id == run_id))
                 if tags:
                     s.execute(
                         dialect_insert(s)(RunTag), [{"run_id": run_id, "tag": t} for t in tags]
                     )
-            if "fit_settings" in changes:
-                merged = dict(run.fit_settings or {})
-                for key, value in (changes["fit_settings"] or {}).items():
-                    if value is None:
-                        merged.pop(key, None)
-                    else:
-                        merged[key] = value
-                run.fit_settings = merged
-                refit = True
-            if changes.get("status") == "finished" and run.status != "finished":
-                refit = True  # a finished run's fit carries its hindcast (fitting/hindcast.py)
-            for key in ("status", "notes", "config"):
-                if key in changes and changes[key] is not None:
-                    setattr(run, key, changes[key])
-            if "target_compute" in changes:
-                run.target_compute = changes["target_compute"]
-                refit = True
-            if "fit_metric" in changes:
-                run.fit_metric = changes["fit_metric"]
-                refit = True
+            for key in ("fit_settings", "status", "notes", "config"):
+                if key in written and getattr(change, key) is not None:
+                    setattr(run, key, getattr(change, key))
+            for key in ("target_compute", "fit_metric"):
+                if key in written:
+                    setattr(run, key, getattr(change, key))
             s.flush()
-            if refit:
+            if change.refit:
                 self._request_refit(s, run)
-            if "group" in changes:  # last: group rows are locked after the run's series
-                self._set_group(s, run, changes["group"])
-            return self._run_dicts(s, [run_id])[0]
+            if "group" in written:  # last: group rows are locked after the run's series
+                self._set_group(s, run, change.group)
+            return _first(self._runs(s, [run_id]), f"run {run_id}")
 
     def _rename(self, s: Session, run: Run, name: str) -> None:
         """Rename within the run's project; NameTaken when another run has the name (checked
@@ -358,7 +358,7 @@ class RunsMixin(SqlBase):
             if group:  # the group lost a member: refit it without this run (group rows last)
                 mark_group_dirty(s, project_id, group)
 
-    def _run_dicts(self, s: Session, ids: list[int]) -> list[dict]:
+    def _runs(self, s: Session, ids: list[int]) -> list[RunRecord]:
         if not ids:
             return []
         runs = {
@@ -386,7 +386,7 @@ class RunsMixin(SqlBase):
             fit_id = fit_ids[run_id].get(metric)
             if fit_id is not None:
                 wanted[run_id] = fit_id
-        fits: dict[int, Any] = {}
+        fits: dict[int, dict[str, Any] | None] = {}
         if wanted:
             # The summary column, written with each fit (migration 0003 filled it for every
             # series' latest fit): a stored result also carries parameter draws (tens of kB),
@@ -400,28 +400,30 @@ class RunsMixin(SqlBase):
             if run is None:
                 continue
             metric_choice = choose(run.fit_metric, list(latest[run_id]), run.project.fit_metric)
+            # Validated (pydantic-core's validation of 1,000 runs costs less than Python-side
+            # `model_construct`: measured 11 ms against 18 ms).
             out.append(
-                {
-                    "id": run.id,
-                    "project": run.project.name,
-                    "name": run.name,
-                    "status": run.status,
-                    "config": run.config or {},
-                    "tags": run.tags or [],
-                    "notes": run.notes or "",
-                    "compute_unit": run.compute_unit,
-                    "target_compute": run.target_compute,
-                    "fit_metric": metric_choice.metric,
-                    "fit_metric_reason": metric_choice.reason,
-                    "fit_metric_warning": metric_choice.warning,
-                    "fit_settings": run.fit_settings or {},
-                    "group": run.group_name,
-                    "created_at": iso(run.created_at),
-                    "last_seen_at": iso(run.last_seen_at),
-                    "last_step": run.last_step,
-                    "last_compute": run.last_compute,
-                    "latest": latest[run_id],
-                    "fit": fits.get(wanted[run_id]) if run_id in wanted else None,
-                }
+                RunRecord.model_validate(dict(
+                    id=run.id,
+                    project=run.project.name,
+                    name=run.name,
+                    status=run.status,
+                    config=run.config or {},
+                    tags=run.tags or [],
+                    notes=run.notes or "",
+                    compute_unit=run.compute_unit,
+                    target_compute=run.target_compute,
+                    fit_metric=metric_choice.metric,
+                    fit_metric_reason=metric_choice.reason,
+                    fit_metric_warning=metric_choice.warning,
+                    fit_settings=run.fit_settings or {},
+                    group=run.group_name,
+                    created_at=iso(run.created_at),
+                    last_seen_at=iso(run.last_seen_at),
+                    last_step=run.last_step,
+                    last_compute=run.last_compute,
+                    latest=latest[run_id],
+                    fit=fits.get(wanted[run_id]) if run_id in wanted else None,
+                ))
             )
         return out

@@ -22,6 +22,16 @@ from dataclasses import replace
 from typing import Any
 
 from scalewatch.server.domain.alerts import Alert, AlertRule, Delivery, RuleChanges
+from scalewatch.server.domain.runs import (
+    GroupMember,
+    GroupSummary,
+    Project,
+    ProjectDefaults,
+    Run,
+    RunChange,
+    RunSettings,
+)
+from scalewatch.server.domain.tokens import Token
 from scalewatch.server.store.base import NotFound, RunQuery, Store
 
 
@@ -31,14 +41,14 @@ class ProjectDenied(NotFound):
     project (the dashboard) shows the same for a refused one."""
 
 
-def token_projects(info: dict[str, Any] | None) -> tuple[str, ...] | None:
+def token_projects(info: Token | None) -> tuple[str, ...] | None:
     """The projects a token record is limited to; None: every project (or auth is off)."""
-    if info is None or info.get("projects") is None:
+    if info is None or info.projects is None:
         return None
-    return tuple(info["projects"])
+    return tuple(info.projects)
 
 
-def scoped(store: Any, info: dict[str, Any] | None) -> Any:
+def scoped(store: Any, info: Token | None) -> Any:
     """The store as the token of `info` may use it: the store itself for an unscoped token."""
     projects = token_projects(info)
     return store if projects is None else ScopedStore(store, projects)
@@ -113,52 +123,50 @@ class ScopedStore:
     def list_projects(self) -> list[str]:
         return [p for p in self.inner.list_projects() if p in self.projects]
 
-    def get_project(self, name: str | None = None, project_id: int | None = None) -> dict | None:
+    def get_project(
+        self, name: str | None = None, project_id: int | None = None
+    ) -> Project | None:
         found = self.inner.get_project(name=name, project_id=project_id)
-        return found if found is not None and self.allows(found["name"]) else None
+        return found if found is not None and self.allows(found.name) else None
 
-    def create_project(self, name: str) -> tuple[dict, bool]:
+    def create_project(self, name: str) -> tuple[Project, bool]:
         self.check_project(name)
         return self.inner.create_project(name)
 
-    def set_project_fit_metric(self, name: str, fit_metric: str | None) -> dict:
+    def update_project(
+        self, name: str, defaults: ProjectDefaults,
+        refits: Callable[[RunSettings], bool] | None = None,
+    ) -> Project:
         self.check_project(name)
-        return self.inner.set_project_fit_metric(name, fit_metric)
-
-    def update_project(self, name: str, changes: dict[str, Any]) -> dict:
-        self.check_project(name)
-        return self.inner.update_project(name, changes)
+        return self.inner.update_project(name, defaults, refits)
 
     # ---- runs and points ----------------------------------------------------------------------
-    def get_or_create_run(self, project: str, name: str, **fields: Any) -> tuple[dict, bool]:
+    def get_or_create_run(self, project: str, name: str, **fields: Any) -> tuple[Run, bool]:
         self.check_project(project)
         return self.inner.get_or_create_run(project, name, **fields)
 
-    def create_run_unique(self, project: str, name: str, **fields: Any) -> dict:
+    def create_run_unique(self, project: str, name: str, **fields: Any) -> Run:
         self.check_project(project)
         return self.inner.create_run_unique(project, name, **fields)
 
-    def list_runs(self, query: RunQuery) -> tuple[list[dict], int]:
+    def list_runs(self, query: RunQuery) -> tuple[list[Run], int]:
         return self.inner.list_runs(replace(query, projects=self._within(query.projects)))
 
     def run_projects(self, run_ids: list[int]) -> dict[int, str]:
         found = self.inner.run_projects(run_ids)
         return {i: p for i, p in found.items() if p in self.projects}
 
-    def get_run(self, run_id: int) -> dict:
+    def get_run(self, run_id: int) -> Run:
         self.check_runs([run_id])
         return self.inner.get_run(run_id)
 
-    def get_runs(self, run_ids: list[int]) -> list[dict]:
+    def get_runs(self, run_ids: list[int]) -> list[Run]:
         self.check_runs(run_ids)
         return self.inner.get_runs(run_ids)
 
-    def update_run(
-        self, run_id: int, changes: dict[str, Any],
-        merge: Callable[[dict], dict[str, Any]] | None = None,
-    ) -> dict:
+    def update_run(self, run_id: int, decide: Callable[[Run], RunChange]) -> Run:
         self.check_runs([run_id])
-        return self.inner.update_run(run_id, changes, merge)
+        return self.inner.update_run(run_id, decide)
 
     def delete_run(self, run_id: int) -> None:
         self.check_runs([run_id])
@@ -202,11 +210,11 @@ class ScopedStore:
         return self.inner.fit_history(run_id, metric, limit)
 
     # ---- groups -------------------------------------------------------------------------------
-    def list_groups(self, project: str) -> list[dict[str, Any]]:
+    def list_groups(self, project: str) -> list[GroupSummary]:
         # A list, filtered like the others (the REST route refuses the name itself first).
         return self.inner.list_groups(project) if self.allows(project) else []
 
-    def group_members(self, project: str, group: str) -> list[dict[str, Any]]:
+    def group_members(self, project: str, group: str) -> list[GroupMember]:
         self.check_project(project)
         return self.inner.group_members(project, group)
 

@@ -9,6 +9,7 @@ from datetime import timedelta, timezone
 from sqlalchemy import delete, func, select, update
 
 from scalewatch.server.db.models import ApiToken, DashboardSession, utcnow
+from scalewatch.server.domain.tokens import Token
 from scalewatch.server.limits import MAX_NAME_LENGTH, MAX_TOKEN_PROJECTS
 from scalewatch.server.scopes import SCOPES
 from scalewatch.server.store.common import SqlBase, iso
@@ -24,7 +25,7 @@ def hash_token(token: str) -> str:
 class TokensMixin(SqlBase):
     def create_token(
         self, name: str, scope: str, projects: list[str] | None = None
-    ) -> tuple[dict, str]:
+    ) -> tuple[Token, str]:
         """A new token (its record, the secret shown once). `projects`: the project names it is
         limited to; None, every project (an empty list is refused: a token for nothing)."""
         if scope not in SCOPES:
@@ -49,18 +50,18 @@ class TokensMixin(SqlBase):
             )
             s.add(row)
             s.flush()
-            return self._token_dict(row), token
+            return self._token(row), token
 
-    def lookup_token(self, token: str) -> dict | None:
+    def lookup_token(self, token: str) -> Token | None:
         with self.session() as s:
             row = s.scalar(select(ApiToken).where(ApiToken.token_hash == hash_token(token)))
             if row is None or row.revoked:
                 return None
-            return self._token_dict(row)
+            return self._token(row)
 
-    def list_tokens(self) -> list[dict]:
+    def list_tokens(self) -> list[Token]:
         with self.session() as s:
-            return [self._token_dict(t) for t in s.scalars(select(ApiToken).order_by(ApiToken.id))]
+            return [self._token(t) for t in s.scalars(select(ApiToken).order_by(ApiToken.id))]
 
     def revoke_token(self, token_id: int) -> bool:
         with self.session() as s:
@@ -74,7 +75,7 @@ class TokensMixin(SqlBase):
             )
 
     # ---- dashboard sessions ------------------------------------------------------------------
-    def create_session(self, token: str, seconds: float) -> tuple[str, dict] | None:
+    def create_session(self, token: str, seconds: float) -> tuple[str, Token] | None:
         """Open a session for a valid token: (session id, token record); None if the token is
         unknown or revoked. The id is shown once (the cookie); only its digest is stored."""
         sid = SESSION_PREFIX + secrets.token_urlsafe(32)
@@ -93,9 +94,9 @@ class TokensMixin(SqlBase):
                     expires_at=now + timedelta(seconds=seconds),
                 )
             )
-            return sid, self._token_dict(row)
+            return sid, self._token(row)
 
-    def lookup_session(self, session_id: str) -> dict | None:
+    def lookup_session(self, session_id: str) -> Token | None:
         """The token record behind a live session (not expired, token not revoked), or None."""
         with self.session() as s:
             found = s.execute(
@@ -110,7 +111,7 @@ class TokensMixin(SqlBase):
                 expires = expires.replace(tzinfo=timezone.utc)
             if token.revoked or expires <= utcnow():
                 return None
-            return self._token_dict(token)
+            return self._token(token)
 
     def end_session(self, session_id: str) -> bool:
         with self.session() as s:
@@ -122,15 +123,15 @@ class TokensMixin(SqlBase):
             return bool(getattr(res, "rowcount", 0))
 
     @staticmethod
-    def _token_dict(t: ApiToken) -> dict:
-        return {
-            "id": t.id,
-            "name": t.name,
-            "scope": t.scope,
-            "prefix": t.prefix,
-            "created_at": iso(t.created_at),
-            "last_used_at": iso(t.last_used_at),
-            "revoked": t.revoked,
+    def _token(t: ApiToken) -> Token:
+        return Token(
+            id=t.id,
+            name=t.name,
+            scope=t.scope,
+            prefix=t.prefix,
+            created_at=iso(t.created_at),
+            last_used_at=iso(t.last_used_at),
+            revoked=t.revoked,
             # None: every project. Carried by the token cache with the scope.
-            "projects": list(t.projects) if t.projects is not None else None,
-        }
+            projects=list(t.projects) if t.projects is not None else None,
+        )

@@ -11,7 +11,9 @@ from scalewatch.dashboard.alert_rules import new_rule, param_inputs, rule_rows
 from scalewatch.server.alerts.checks import InvalidRule
 from scalewatch.server.alerts.rule_service import RuleDraft, check_new_rule
 from scalewatch.server.domain.alerts import AlertRule
+from scalewatch.server.domain.runs import Run
 from scalewatch.server.store.base import NotFound
+from tests.support.records import a_run
 
 SLACK = "https://hooks.slack.com/services/T0/B0/secret-part"
 RULES = [AlertRule.model_validate({"updated_at": None, **r}) for r in [
@@ -58,10 +60,10 @@ def test_the_form_shows_one_box_per_parameter_with_its_default() -> None:
 class _Store:
     """The two reads a rule check makes: runs 12 (project p) and 13 (project q)."""
 
-    def get_run(self, run_id: int) -> dict:
+    def get_run(self, run_id: int) -> Run:
         if run_id not in (12, 13):
             raise NotFound(f"run {run_id} not found")
-        return {"id": run_id, "project": "p" if run_id == 12 else "q"}
+        return a_run(id=run_id, project="p" if run_id == 12 else "q")
 
 
 def _form_rule(store: Any, *fields: Any) -> RuleDraft:

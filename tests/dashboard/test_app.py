@@ -7,8 +7,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from scalewatch.dashboard.callback_client import dash_call
+from scalewatch.server.domain.changes import ProjectPatch
 from scalewatch.server.ingest import PointRow
 from scalewatch.server.refit import Refitter
+from scalewatch.server.services.projects import update_project
+from scalewatch.server.services.runs import update_run
 from tests.conftest import make_app
 from tests.dashboard.seed import CROSSING, series
 
@@ -24,8 +27,8 @@ def _seed(store) -> list[int]:  # noqa: ANN001
             PointRow("val_pass_rate", i, float(ci), float(yi), None)
             for i, (ci, yi) in enumerate(zip(c, y, strict=True))
         ]
-        store.ingest_points(run["id"], rows)
-        ids.append(run["id"])
+        store.ingest_points(run.id, rows)
+        ids.append(run.id)
     return ids
 
 
@@ -109,15 +112,15 @@ def test_data_shapes_without_fits(sqlite_url: str) -> None:
     store = app.state.store
     run, _ = store.get_or_create_run("p", "tiny")
     store.ingest_points(
-        run["id"], [PointRow("reward", i, float(c), 0.3, None) for i, c in enumerate((1, 2, 3))]
+        run.id, [PointRow("reward", i, float(c), 0.3, None) for i, c in enumerate((1, 2, 3))]
     )
-    d = data.run_detail(store, run["id"])
+    d = data.run_detail(store, run.id)
     assert d["fit"]["status"] == "pending" and d["fit"]["fit_id"] is None  # queued, not fitted
     Refitter(store).run_once()
-    d = data.run_detail(store, run["id"])
+    d = data.run_detail(store, run.id)
     assert d["fit"]["status"] == "insufficient_data" and "need" in d["fit"]["message"]
     assert d["points"]["total"] == 3 and not d["points"]["downsampled"]
-    assert data.new_points(store, run["id"], "reward", 1)["steps"] == [2]
+    assert data.new_points(store, run.id, "reward", 1)["steps"] == [2]
     assert data.parse_ids("3, 1,x,3") == [3, 1]
     assert np.isfinite(d["points"]["values"]).all()
     store.engine.dispose()
@@ -130,19 +133,19 @@ def test_run_page_says_which_metric_is_fitted_and_why(sqlite_url: str) -> None:
     app = make_app(sqlite_url)
     store = app.state.store
     run, _ = store.get_or_create_run("frameworks", "grpo", compute_unit="steps")
-    store.ingest_points(run["id"], [
+    store.ingest_points(run.id, [
         PointRow(m, i, float(i), 0.3, None)
         for i in range(1, 4) for m in ("critic/score/mean", "val-core/math/acc/mean@4")])
 
     def shown() -> str:
-        header = _header(data.run_detail(store, run["id"]))
+        header = _header(data.run_detail(store, run.id))
         return next(c.children for c in header.children if getattr(c, "id", "") ==
                     "run-fit-metric")
 
     assert shown() == "fits val-core/math/acc/mean@4 (recognised: verl validation accuracy)"
-    store.set_project_fit_metric("frameworks", "critic/score/mean")
+    update_project(store, "frameworks", ProjectPatch(fit_metric="critic/score/mean"))
     assert shown() == "fits critic/score/mean (the project's default)"
-    store.update_run(run["id"], {"fit_metric": "val-core/math/acc/mean@4"})
+    update_run(store, run.id, {"fit_metric": "val-core/math/acc/mean@4"})
     assert shown() == "fits val-core/math/acc/mean@4 (set for this run)"
     store.engine.dispose()
 
@@ -156,12 +159,12 @@ def test_run_page_warns_when_a_training_reward_is_fitted_beside_a_validation_met
     app = make_app(sqlite_url)
     store = app.state.store
     run, _ = store.get_or_create_run("frameworks", "custom", compute_unit="steps")
-    store.ingest_points(run["id"], [
+    store.ingest_points(run.id, [
         PointRow(m, i, float(i), 0.3, None)
         for i in range(1, 4) for m in ("critic/score/mean", "val/my_bench/accuracy")])
 
     def warning() -> str | None:
-        header = _header(data.run_detail(store, run["id"]))
+        header = _header(data.run_detail(store, run.id))
         box = next((c for c in header.children
                     if getattr(c, "id", "") == "run-fit-metric-warning"), None)
         return None if box is None else " ".join(str(getattr(p, "children", p))
@@ -169,6 +172,6 @@ def test_run_page_warns_when_a_training_reward_is_fitted_beside_a_validation_met
 
     text = warning()
     assert text is not None and "critic/score/mean" in text and "val/my_bench/accuracy" in text
-    store.update_run(run["id"], {"fit_metric": "val/my_bench/accuracy"})
+    update_run(store, run.id, {"fit_metric": "val/my_bench/accuracy"})
     assert warning() is None
     store.engine.dispose()

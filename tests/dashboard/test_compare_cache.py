@@ -40,10 +40,10 @@ def two_runs(store: Any) -> tuple[Any, list[int], dict[int, tuple]]:
     for k, params in enumerate(CROSSING.values()):
         c, y = series(params, seed=k)
         run, _ = store.get_or_create_run("p", f"r{k}", target_compute=40000.0)
-        _ingest(store, run["id"], c, y)
-        _store_fit(store, run["id"], c, y)
-        ids.append(run["id"])
-        curves[run["id"]] = (c, y)
+        _ingest(store, run.id, c, y)
+        _store_fit(store, run.id, c, y)
+        ids.append(run.id)
+        curves[run.id] = (c, y)
     compare_service.COMPARISONS.clear()
     return store, ids, curves
 
@@ -113,9 +113,9 @@ def test_rollup_points_are_stored_points_keeping_the_extremes(store) -> None:
     y = 0.3 + 0.3 * c / c[-1] + rng.normal(0, 0.01, n)
     y[12_345], y[30_001] = 0.95, 0.02  # a spike and a collapse
     for lo in range(0, n, 10_000):
-        _ingest(store, run["id"], c[lo:lo + 10_000], y[lo:lo + 10_000], start=lo)
+        _ingest(store, run.id, c[lo:lo + 10_000], y[lo:lo + 10_000], start=lo)
     point_reads_sql._DOWNSAMPLED._items.clear()
-    page = store.get_points(run["id"], METRIC, max_points=1000, x_range=(0.0, 20_000.0),
+    page = store.get_points(run.id, METRIC, max_points=1000, x_range=(0.0, 20_000.0),
                             rollup=True)  # fmt: skip
     assert page.downsampled and 0 < len(page.steps) <= 1000 and page.total == n
     stored = {i: (float(c[i]), float(y[i])) for i in range(n)}
@@ -124,6 +124,6 @@ def test_rollup_points_are_stored_points_keeping_the_extremes(store) -> None:
     assert 12_345 in page.steps and 30_001 in page.steps
     assert page.steps[0] == 0 and page.steps[-1] == n - 1
     # Few points: the exact answer, as without `rollup`.
-    small = store.get_points(run["id"], METRIC, max_points=1000, x_range=(0.0, 100.0),
+    small = store.get_points(run.id, METRIC, max_points=1000, x_range=(0.0, 100.0),
                              rollup=True)  # fmt: skip
-    assert small == store.get_points(run["id"], METRIC, max_points=1000, x_range=(0.0, 100.0))
+    assert small == store.get_points(run.id, METRIC, max_points=1000, x_range=(0.0, 100.0))

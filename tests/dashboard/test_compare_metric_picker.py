@@ -29,8 +29,8 @@ def client(database_url: str) -> Iterator[TestClient]:
             rows = [PointRow(m, i, float(ci), float(yi) - (0.1 if m == "reward" else 0), None)
                     for m in ("acc", "reward")
                     for i, (ci, yi) in enumerate(zip(cs, y, strict=True))]  # fmt: skip
-            store.ingest_points(run["id"], rows)
-            ids.append(run["id"])
+            store.ingest_points(run.id, rows)
+            ids.append(run.id)
         store.get_or_create_run("p", "only-acc", fit_metric="acc")  # not compared
         Refitter(store).run_once()
         c.ids = ids  # type: ignore[attr-defined]

@@ -6,6 +6,7 @@ from __future__ import annotations
 from scalewatch.dashboard import figures as F
 from scalewatch.dashboard.data import run_row
 from scalewatch.dashboard.pages.runs import _columns
+from tests.support.records import a_run
 
 OK_FIT = {"status": "ok", "A": 0.61, "B": 1.9, "C_mid": 2500.0, "ci": {"A": [0.6, 0.62]},
           "predicted_at_target": 0.6012, "predicted_interval": [0.59, 0.61],
@@ -34,12 +35,13 @@ def test_a_run_without_a_curve_shows_the_fits_message() -> None:
     collapse = {"status": "misspecified", "B": None, "A": None, "n_points": 107,
                 "message": "collapse: the last points fell far below; a sigmoid does not "
                            "describe this run"}
-    run = {"id": 7, "name": "r", "status": "running", "fit_metric": "v", "fit": collapse}
+    run = a_run(id=7, name="r", status="running", fit_metric="v", fit=collapse)
     assert run_row(run, 0)["A"] == collapse["message"]
     few = {"status": "insufficient_data", "n_points": 3, "message": "3 usable points, need 5"}
-    assert run_row({**run, "fit": few}, 0)["A"] == "no fit yet: 3 usable points, need 5"
+    assert (run_row(run.model_copy(update={"fit": few}), 0)["A"]
+            == "no fit yet: 3 usable points, need 5")
     pending = {"status": "pending", "n_points": 3, "message": "fit queued"}
-    assert run_row({**run, "fit": pending}, 0)["A"] == "no fit yet (3 points)"
+    assert run_row(run.model_copy(update={"fit": pending}), 0)["A"] == "no fit yet (3 points)"
 
 
 def test_run_headline_is_the_forecast_at_target() -> None:
@@ -68,10 +70,10 @@ def test_a_run_without_a_target_is_forecast_at_no_target(store) -> None:  # noqa
 
     run, _ = store.get_or_create_run("p", "no-target")
     c, y = series({"A": 0.6, "B": 1.9, "C_mid": 2500.0})
-    store.ingest_points(run["id"], [PointRow("val_pass_rate", i, float(ci), float(yi), None)
+    store.ingest_points(run.id, [PointRow("val_pass_rate", i, float(ci), float(yi), None)
                                     for i, (ci, yi) in enumerate(zip(c, y, strict=True))])
     Refitter(store).run_once()
-    d = run_detail(store, run["id"])
+    d = run_detail(store, run.id)
     assert d["fit"].get("target_compute")  # the fit's own default: the last compute
     assert d["target"] is None
     head = F.forecast_headline(d["fit"], d["target"], d["unit"])

@@ -34,10 +34,10 @@ def client(database_url: str) -> Iterator[TestClient]:
                 PointRow("val_pass_rate", i, float(ci), float(yi), None)
                 for i, (ci, yi) in enumerate(zip(c_, y, strict=True))
             ]
-            store.ingest_points(run["id"], rows)
-            ids[name] = run["id"]
+            store.ingest_points(run.id, rows)
+            ids[name] = run.id
         run, _ = store.get_or_create_run("p", "lone", target_compute=20000.0)
-        ids["lone"] = run["id"]
+        ids["lone"] = run.id
         c.ids = ids  # type: ignore[attr-defined]
         c.deps = c.get("/dashboard/_dash-dependencies").json()  # type: ignore[attr-defined]
         yield c

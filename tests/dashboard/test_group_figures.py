@@ -14,6 +14,7 @@ from scalewatch.server.fitting.group import GroupMember, fit_group
 from scalewatch.server.services.groups import group_record
 from tests.dashboard.seed import R0
 from tests.support.curves import noisy_sigmoid
+from tests.support.records import a_group
 
 TARGET = 20000.0
 NAMES = ["seed-0", "seed-1", "<b>seed</b> [2](x)", "seed-3"]
@@ -108,7 +109,7 @@ def test_unidentified_pending_and_empty_states() -> None:
     head = F.group_headline(unident, TARGET, "u")
     assert head["value"] == "≥ 0.606"  # a lower bound, never a bare number
     assert "[0.600, 0.700]" in head["note"] and "0.640" not in head["note"]
-    row = group_data.group_row("p", {"name": "g", "n_runs": 2, "metric": "m", "fit": unident})
+    row = group_data.group_row("p", a_group(name="g", n_runs=2, metric="m", fit=unident))
     assert row["A"] == "≥ 0.606" and row["predicted"] == "[0.600, 0.700]"
     assert F.spread_text({"n": 1, "sd": None}) == "one seed: no spread yet"
     assert F.spread_text(None) == "–"
@@ -138,12 +139,12 @@ def test_by_group_row_and_member_rows(recipe: tuple) -> None:
             "message",
         )
     }
-    g = {
-        "name": "lr=3e-4 (bs) [x]",
-        "n_runs": 4,
-        "metric": "val_pass_rate",
-        "fit": {**summary, "seed_spread": fit["seed_spread"]},
-    }
+    g = a_group(
+        name="lr=3e-4 (bs) [x]",
+        n_runs=4,
+        metric="val_pass_rate",
+        fit={**summary, "seed_spread": fit["seed_spread"]},
+    )
     row = group_data.group_row("math rl", g)
     assert row["group"] == (
         r"[lr=3e\-4 \(bs\) \[x\]]"
@@ -152,7 +153,7 @@ def test_by_group_row_and_member_rows(recipe: tuple) -> None:
     assert row["members"] == 4 and row["pooled"] == 3 and row["status"] == "ok"
     assert row["A"] == F.a_text(fit) and row["spread"].startswith("sd ")
     assert row["predicted"] == F.forecast_text(fit)
-    pending = group_data.group_row("p", {"name": "g", "n_runs": 2, "metric": "m", "fit": None})
+    pending = group_data.group_row("p", a_group(name="g", n_runs=2, metric="m", fit=None))
     assert pending["status"] == "pending" and pending["spread"] == "–"
     detail = {"members": [
         {**m, "fit": own, "run": {"status": "running", "last_compute": 10000.0}, "total": 100,

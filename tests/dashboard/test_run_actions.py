@@ -33,7 +33,7 @@ def _said(r) -> str:  # noqa: ANN001
 
 def test_rename_from_the_run_page(authed_db: Authed) -> None:
     c, store = authed_db.client, authed_db.app.state.store
-    rid = store.get_or_create_run("p", "old")[0]["id"]
+    rid = store.get_or_create_run("p", "old")[0].id
     store.get_or_create_run("p", "taken")
     _session(c, authed_db.tokens["read"])
     deps = c.get("/dashboard/_dash-dependencies").json()
@@ -44,7 +44,7 @@ def test_rename_from_the_run_page(authed_db: Authed) -> None:
         }, changed=["run-rename-btn.n_clicks"], deps=deps))  # fmt: skip
 
     assert "run-rename-denied" in rename("new")  # read scope
-    assert store.get_run(rid)["name"] == "old"
+    assert store.get_run(rid).name == "old"
     _session(c, authed_db.tokens["write"])
     said = rename("taken")
     assert "run-rename-bad" in said and "already has a run named" in said
@@ -52,12 +52,12 @@ def test_rename_from_the_run_page(authed_db: Authed) -> None:
     assert "run-rename-bad" in rename("x" * 201)
     said = rename("new")
     assert "run-rename-ok" in said and f"/dashboard/run/{rid}" in said  # the page reloads
-    assert store.get_run(rid)["name"] == "new"
+    assert store.get_run(rid).name == "new"
 
 
 def test_delete_from_the_run_page_needs_admin_and_a_confirmation(authed_db: Authed) -> None:
     c, store = authed_db.client, authed_db.app.state.store
-    rid = store.get_or_create_run("p", "doomed")[0]["id"]
+    rid = store.get_or_create_run("p", "doomed")[0].id
     _session(c, authed_db.tokens["write"])
     deps = c.get("/dashboard/_dash-dependencies").json()
     asked = _said(dash_call(c, "run-delete-confirm", {
@@ -73,8 +73,27 @@ def test_delete_from_the_run_page_needs_admin_and_a_confirmation(authed_db: Auth
         }, changed=["run-delete-confirm.submit_n_clicks"], deps=on_confirm))  # fmt: skip
 
     assert "run-delete-denied" in confirm() and "admin scope" in confirm()
-    assert store.get_run(rid)["name"] == "doomed"
+    assert store.get_run(rid).name == "doomed"
     _session(c, authed_db.tokens["admin"])
     said = confirm()
     assert "run-delete-ok" in said and '"/dashboard/"' in said
     assert c.get(f"/api/v1/runs/{rid}", headers=authed_db.h("admin")).status_code == 404
+
+
+@pytest.mark.parametrize("name", ["  ", "x" * 201, ""])  # NUL: refused before any callback
+def test_a_bad_name_gets_the_apis_answer(authed_db: Authed, name: str) -> None:
+    """Issue 37 item 3: the Run page's rename goes through the API's checks (`RunPatch`, via
+    `services.runs.rename_run`): a name the API refuses with a 422 is refused here with the
+    same message, and nothing changes."""
+    c, store = authed_db.client, authed_db.app.state.store
+    rid = store.get_or_create_run("p", "keep")[0].id
+    api = c.patch(f"/api/v1/runs/{rid}", json={"name": name}, headers=authed_db.h("write"))
+    assert api.status_code == 422, api.text
+    error = api.json()["errors"][0]
+    _session(c, authed_db.tokens["write"])
+    said = _said(dash_call(c, "run-actions-msg", {
+        "run-id.data": rid, "run-rename-name.value": name, "run-rename-btn.n_clicks": 1,
+    }, changed=["run-rename-btn.n_clicks"]))  # fmt: skip
+    assert "run-rename-bad" in said
+    assert json.dumps(f"{error['loc']}: {error['msg']}")[1:-1] in said
+    assert store.get_run(rid).name == "keep"

@@ -77,10 +77,10 @@ def test_the_run_page_shows_the_box_beside_the_headline(sqlite_url: str) -> None
     store = app.state.store
     run, _ = store.get_or_create_run("p", "young", compute_unit="gpu_hours")
     c, y = noisy_sigmoid(**TRUE, n=80, c_max=1.3 * TRUE["C_mid"], seed=3, sd=0.008)
-    store.ingest_points(run["id"], [PointRow("val_pass_rate", i, float(ci), float(yi), None)
+    store.ingest_points(run.id, [PointRow("val_pass_rate", i, float(ci), float(yi), None)
                                     for i, (ci, yi) in enumerate(zip(c, y, strict=True))])
     Refitter(store).run_once()
-    d = data.run_detail(store, run["id"])
+    d = data.run_detail(store, run.id)
     box = [k for k in _header(d).children if getattr(k, "id", None) == "run-withheld"]
     assert len(box) == 1 and box[0].className == "withheld"
     text = _text(box[0])

@@ -141,7 +141,7 @@ def _seed(app: Any) -> None:
     for k, (name, group) in enumerate([("seed-0", "g"), ("seed-1", "g"), ("lone", None)]):
         run, _ = store.get_or_create_run("p", name, target_compute=20_000.0, group=group)
         c, y = series({"A": 0.6 + 0.02 * k, "B": 1.9, "C_mid": 2500.0}, seed=k)
-        store.ingest_points(run["id"], [PointRow("val/acc", i, float(ci), float(yi), None)
+        store.ingest_points(run.id, [PointRow("val/acc", i, float(ci), float(yi), None)
                                         for i, (ci, yi) in enumerate(zip(c, y, strict=True))])
     Refitter(store).run_once()
     store.create_alert_rule("p", "stalled", {"minutes": 30}, run_id=1, enabled=True)

@@ -10,6 +10,7 @@ from scalewatch.dashboard.components import to_csv
 from scalewatch.dashboard.data import compare_detail, md_text
 from scalewatch.dashboard.figures import compare_figure  # noqa: F401 - the public builder exists
 from scalewatch.server import limits
+from tests.support.records import a_run
 
 
 def test_markdown_in_names_is_inert() -> None:
@@ -22,19 +23,7 @@ def test_markdown_in_names_is_inert() -> None:
 def test_run_table_link_escapes_the_name(api) -> None:
     from scalewatch.dashboard.data import run_row
 
-    row = run_row(
-        {
-            "id": 7,
-            "name": "![p](http://e/x.png)",
-            "project": "p",
-            "tags": [],
-            "config": {},
-            "latest": {},
-            "fit": None,
-            "status": "running",
-        },
-        0,
-    )
+    row = run_row(a_run(id=7, name="![p](http://e/x.png)", project="p"), 0)
     assert row["run"].startswith("[\\!\\[p\\]") and row["run"].endswith("(/dashboard/run/7)")
 
 
@@ -90,7 +79,7 @@ def test_raw_point_reads_are_paged(api) -> None:
 
 
 def test_dashboard_compare_is_capped_and_missing_ids_are_a_message(store) -> None:
-    ids = [store.get_or_create_run("p", f"r{i}")[0]["id"] for i in range(3)]
+    ids = [store.get_or_create_run("p", f"r{i}")[0].id for i in range(3)]
     too_many = compare_detail(store, ids * 10 + list(range(1000, 1000 + 30)), None, None)
     assert too_many["items"] == [] and "at most" in too_many["error"]
     missing = compare_detail(store, [ids[0], 424242], None, None)

@@ -23,7 +23,7 @@ SOCKET_ERROR = "ConnectionRefusedError: [Errno 111] Connection refused"
 
 def _failed_delivery(store: Any) -> int:
     """An alert whose webhook went to SECRET_URL and failed once with SOCKET_ERROR."""
-    rid = store.get_or_create_run("p", "r")[0]["id"]
+    rid = store.get_or_create_run("p", "r")[0].id
     rule = store.create_alert_rule("p", "asymptote_drop", {}, run_id=rid, webhook_url=SECRET_URL)
     alert = store.open_alert(rule, rid, "m", {}, None,
                              webhook=lambda a, e, key: (SECRET_URL, "{}"))

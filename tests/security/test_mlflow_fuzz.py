@@ -125,12 +125,12 @@ def fuzzed(request: pytest.FixtureRequest, postgres: Any,
     store = app.state.store
     run_ids, experiment_ids = [], ["0"]
     for project in ("fuzz-a", "fuzz-b"):
-        experiment_ids.append(str(store.create_project(project)[0]["id"]))
+        experiment_ids.append(str(store.create_project(project)[0].id))
         for name in ("r1", "r2"):
             run, _ = store.get_or_create_run(project, name, compute_unit="steps")
-            store.ingest_points(run["id"], [PointRow("acc", s, float(s), 0.1, None)
+            store.ingest_points(run.id, [PointRow("acc", s, float(s), 0.1, None)
                                             for s in range(20)])
-            run_ids.append(str(run["id"]))
+            run_ids.append(str(run.id))
     seeded = {"run_ids": run_ids, "experiment_ids": experiment_ids, "keys": ["acc", "lr"]}
     with TestClient(app, raise_server_exceptions=False) as client:
         yield client, seeded
@@ -165,7 +165,7 @@ def test_no_mlflow_input_causes_a_server_error(fuzzed: tuple[TestClient, dict]) 
     listed = client.get("/api/v1/runs", params={"limit": 1000})
     assert listed.status_code == 200, listed.text
     for run in listed.json()["runs"]:
-        assert client.get(f"{M}/runs/get", params={"run_id": run["id"]}).status_code == 200
+        assert client.get(f"{M}/runs/get", params={"run_id": run.id}).status_code == 200
     every = client.post(f"{M}/runs/search", json={"experiment_ids": seeded["experiment_ids"]})
     assert every.status_code == 200, every.text
     assert total >= 2_000

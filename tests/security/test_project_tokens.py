@@ -250,9 +250,11 @@ def test_0013_keeps_existing_tokens_unlimited(empty_database_url: str) -> None:
             {"h": hash_token("sw_old-token")})
     upgrade(engine)
     store = SqlStore(engine)
-    assert store.lookup_token("sw_old-token")["projects"] is None
+    old = store.lookup_token("sw_old-token")
+    assert old is not None and old.projects is None
     info, token = store.create_token("team", "read", ["P", "Q", "P"])
-    assert info["projects"] == ["P", "Q"] and store.lookup_token(token)["projects"] == ["P", "Q"]
+    found = store.lookup_token(token)
+    assert info.projects == ["P", "Q"] and found is not None and found.projects == ["P", "Q"]
     from alembic import command
 
     from scalewatch.server.db.migrate import alembic_config

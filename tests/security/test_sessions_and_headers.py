@@ -31,7 +31,7 @@ def test_revocation_in_another_process_applies_within_a_second(sqlite_url) -> No
         with TestClient(other) as b:
             h = a.h("read")
             assert b.get("/api/v1/runs", headers=h).status_code == 200  # cached in b
-            tid = next(t["id"] for t in a.app.state.store.list_tokens() if t["scope"] == "read")
+            tid = next(t.id for t in a.app.state.store.list_tokens() if t.scope == "read")
             assert a.client.delete(f"/api/v1/tokens/{tid}", headers=a.h("admin")).status_code == 204
             assert a.client.get("/api/v1/runs", headers=h).status_code == 401  # at once here
             clock.now += 1.01
@@ -60,7 +60,7 @@ def test_revoking_the_token_ends_its_sessions(authed) -> None:
     c = authed.client
     _login(c, authed.tokens["read"])
     assert c.get("/dashboard/_dash-layout").status_code == 200
-    tid = next(t["id"] for t in authed.app.state.store.list_tokens() if t["scope"] == "read")
+    tid = next(t.id for t in authed.app.state.store.list_tokens() if t.scope == "read")
     c2 = TestClient(authed.app)
     assert c2.delete(f"/api/v1/tokens/{tid}", headers=authed.h("admin")).status_code == 204
     assert c.get("/dashboard/_dash-layout").status_code == 401
@@ -71,7 +71,8 @@ def test_sessions_expire(authed_db) -> None:
     opened = store.create_session(authed_db.tokens["read"], seconds=-1)
     assert opened is not None and store.lookup_session(opened[0]) is None
     opened = store.create_session(authed_db.tokens["read"], seconds=60)
-    assert store.lookup_session(opened[0])["scope"] == "read"
+    found = store.lookup_session(opened[0])
+    assert found is not None and found.scope == "read"
     assert store.create_session("sw_not-a-token", 60) is None
 
 

@@ -244,7 +244,7 @@ def test_store_renews_only_its_own_leases(store) -> None:
     )
     store.open_alert(
         rule,
-        run["id"],
+        run.id,
         "m",
         {},
         None,

@@ -27,7 +27,7 @@ def test_a_run_deleted_during_an_ingest_leaves_no_orphan_points(  # noqa: ANN201
     other = create_engine(database_url)
     try:
         run, _ = store.get_or_create_run("p", "doomed")
-        rid = run["id"]
+        rid = run.id
         store.ingest_points(rid, [PointRow("reward", s, float(s), 0.1, None) for s in range(5)])
         with other.connect() as conn:
             sid = conn.execute(text("SELECT id FROM series WHERE run_id = :r"), {"r": rid}).scalar()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from scalewatch.server.store.fit_metric import choose, looks_like_validation
+from scalewatch.server.domain.fit_metric import choose, looks_like_validation
 
 FRAMEWORK_KEYS: list[tuple[str, list[str], str]] = [
     # volcengine/verl: verl/trainer/ppo/ray_trainer.py (_val_metrics_update:

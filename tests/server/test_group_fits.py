@@ -171,7 +171,7 @@ def test_two_workers_fit_each_group_once(store) -> None:  # noqa: ANN001
         for k in range(2):
             run, _ = store.get_or_create_run("p", f"g{g}-s{k}", group=f"g{g}")
             c, y = synthetic(n=40, seed=10 * g + k)
-            store.ingest_points(run["id"], [
+            store.ingest_points(run.id, [
                 PointRow("val_pass_rate", i, float(ci), float(yi), None)
                 for i, (ci, yi) in enumerate(zip(c, y, strict=True))])
     workers = [Refitter(store), Refitter(store)]

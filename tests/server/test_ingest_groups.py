@@ -53,7 +53,7 @@ def _runs(store, project: str) -> list[int]:  # noqa: ANN001
     fields = [{"group": "recipe-a", "fit_metric": "val/pass_rate"},
               {"group": "recipe-a", "fit_metric": "val/pass_rate"},
               {"group": "recipe-b", "fit_metric": "rl/kl"}, {}, {}]  # fmt: skip
-    return [store.get_or_create_run(project, f"r{i}", **f)[0]["id"] for i, f in enumerate(fields)]
+    return [store.get_or_create_run(project, f"r{i}", **f)[0].id for i, f in enumerate(fields)]
 
 
 def _rounds() -> list[list[tuple[int, list[PointRow]]]]:
@@ -129,7 +129,7 @@ def test_a_failing_group_is_written_batch_by_batch(store, monkeypatch):  # noqa:
     assert isinstance(outcomes[1], Exception)
     for rid, total in zip(ids, [20, 10, 30, 20, 20], strict=True):
         assert store.get_points(rid, "val/pass_rate").total == total
-        assert store.get_run(rid)["last_step"] == total - 1
+        assert store.get_run(rid).last_step == total - 1
 
 
 @pg_only
@@ -174,7 +174,7 @@ def test_concurrent_batches_are_grouped_and_each_caller_gets_its_own_result(  # 
     # r0 alone, then r1-r4 and the missing run together, then r1's second batch.
     assert store.ingest_groups.groups - groups_before == 3
     assert [store.get_points(rid, "rl/kl").total for rid in ids] == [20, 35, 30, 30, 30]
-    assert [store.get_run(rid)["last_step"] for rid in ids] == [19, 34, 29, 29, 29]
+    assert [store.get_run(rid).last_step for rid in ids] == [19, 34, 29, 29, 29]
 
 
 @pg_only
@@ -206,7 +206,7 @@ def test_a_failing_sqlite_group_is_written_batch_by_batch(store):  # noqa: ANN00
 
 def test_summaries_move_forward_only_and_count_every_point_once(store):  # noqa: ANN001
     """A replayed older batch overwrites its points but never turns back a summary."""
-    rid = store.get_or_create_run("p", "r", fit_metric="val/pass_rate")[0]["id"]
+    rid = store.get_or_create_run("p", "r", fit_metric="val/pass_rate")[0].id
     store.ingest_points(rid, _rows(range(0, 10)))
     store.ingest_points(rid, _rows(range(2, 5), shift=0.5))  # older steps, new values
     assert _state(store, "p")["series"] == [

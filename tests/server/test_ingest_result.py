@@ -8,7 +8,7 @@ from scalewatch.server.ingest import PointRow
 
 def test_ingest_says_whether_it_queued_a_refit(store):  # noqa: ANN001
     run, _ = store.get_or_create_run("p", "r")
-    rid = run["id"]
+    rid = run.id
     other = store.ingest_points(rid, [PointRow("rl/kl", s, float(s), 0.1, None) for s in range(5)])
     assert tuple(other) == (5, 0) and not other.refit  # not the fit metric: nothing to refit
     accepted, updated = store.ingest_points(
@@ -28,7 +28,7 @@ def test_an_ingest_that_fails_in_the_database_stores_nothing(store, monkeypatch)
     from scalewatch.server.store import ingest_pg, points_sql
 
     run, _ = store.get_or_create_run("p", "r")
-    rid = run["id"]
+    rid = run.id
     store.ingest_points(rid, [PointRow("m", s, float(s), 0.5, None) for s in range(100)])
     batch = [PointRow("m", s, float(s), 0.5, 1.0) for s in range(100, 200)]
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 from fastapi.testclient import TestClient
 
-from scalewatch.server.store.fit_metric import explain_fit_metric
+from scalewatch.server.domain.fit_metric import explain_fit_metric
 from tests.conftest import make_app
 
 M = "/api/2.0/mlflow"

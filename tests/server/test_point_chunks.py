@@ -46,7 +46,7 @@ def _series_id(store, run_id: int, metric: str) -> int:  # noqa: ANN001
 
 def _seed(store, rng: random.Random) -> int:  # noqa: ANN001
     run, _ = store.get_or_create_run("p", "chunks")
-    rid = run["id"]
+    rid = run.id
     steps = list(range(0, 30_000))
     for lo in range(0, 20_000, 1000):  # appends (the trainer's case), two metrics a batch
         store.ingest_points(rid, _rows("m", steps[lo : lo + 1000], rng)
@@ -175,8 +175,8 @@ def test_ingest_stores_every_value_bit_for_bit(store):  # noqa: ANN001
     rows = [PointRow("m", big - 10 + i, v * 0 + 1e-310 * i, v, None if i % 2 else 1.7e9 + i / 3)
             for i, v in enumerate(values)]  # fmt: skip
     rows += [PointRow("n", i, float(i), -v, 1.0) for i, v in enumerate(values)]
-    store.ingest_points(run["id"], rows)
-    store.ingest_points(run["id"], [PointRow("m", big, 2.5, 0.25, None)])  # an append after
+    store.ingest_points(run.id, rows)
+    store.ingest_points(run.id, [PointRow("m", big, 2.5, 0.25, None)])  # an append after
     with store.engine.connect() as c:
         got = {tuple(r) for r in c.execute(text(
             "SELECT s.name, p.step, p.compute, p.value, p.wall_time FROM points p "
@@ -187,7 +187,7 @@ def test_ingest_stores_every_value_bit_for_bit(store):  # noqa: ANN001
     if store.dialect == "postgresql":  # SQLite keeps no -0.0 (a REAL it stores as 0)
         assert {_bits(r) for r in got} == {_bits(r) for r in want}
     for metric in ("m", "n"):
-        sid = _series_id(store, run["id"], metric)
+        sid = _series_id(store, run.id, metric)
         assert _stored_chunks(store, sid) == _expected_chunks(store, sid)
 
 

@@ -177,12 +177,12 @@ def test_two_refitters_never_fit_one_series_at_once(database_url):
     ids = []
     for i in range(6):
         run, _ = store.get_or_create_run("p", f"r{i}")
-        ids.append(run["id"])
+        ids.append(run.id)
         c, y = synthetic(seed=i)
         from scalewatch.server.ingest import PointRow
 
         store.ingest_points(
-            run["id"],
+            run.id,
             [
                 PointRow("val_pass_rate", k, float(ci), float(yi), None)
                 for k, (ci, yi) in enumerate(zip(c, y, strict=True))

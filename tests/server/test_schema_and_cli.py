@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, inspect, text
 
 from scalewatch.server.db.migrate import current_revision, head_revision, upgrade
+from scalewatch.server.services.runs import update_run
 from tests.conftest import make_app
 
 
@@ -206,8 +207,8 @@ def test_0008_groups_upgrade_keeps_data(empty_database_url):
             f" details, created_at) VALUES (1, NULL, 'g', 'p', 'stalled', 'resolved', 'm', '{{}}',"
             f" '{now}')"))
     store = SqlStore(engine)
-    store.update_run(1, {"group": "g"})
-    assert store.list_groups("p") == [
+    update_run(store, 1, {"group": "g"})
+    assert [g.model_dump() for g in store.list_groups("p")] == [
         {"name": "g", "n_runs": 1, "runs": [1], "metric": "val_pass_rate", "fit": None}]
     assert store.claim_dirty_groups("test")[0].group == "g"
     engine.dispose()

@@ -21,7 +21,7 @@ def _app(url: str):
         from scalewatch.server.ingest import PointRow
 
         store.ingest_points(
-            run["id"], [PointRow("reward", s, s * 1.0, 0.1, None) for s in range(30)]
+            run.id, [PointRow("reward", s, s * 1.0, 0.1, None) for s in range(30)]
         )
         _APP[url] = app
     return _APP[url]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, HTTPException, Query, Response
 
@@ -32,6 +32,7 @@ from scalewatch.server.api.schemas import (
     not_found,
 )
 from scalewatch.server.domain.alerts import Alert, AlertRule
+from scalewatch.server.domain.tokens import Token
 from scalewatch.server.scopes import redact_delivery, webhook_host_only
 from scalewatch.server.store import Store
 
@@ -39,7 +40,7 @@ router = APIRouter(
     prefix="/api/v1", tags=["alerts"], responses=AUTH_RESPONSES, dependencies=[PROJECTS]
 )
 State = Literal["open", "acknowledged", "resolved", "active"]
-TokenInfo = dict[str, Any] | None  # the caller's token record (None: auth is off)
+TokenInfo = Token | None  # the caller's token record (None: auth is off)
 RULE_404 = not_found("alert rule")
 ALERT_404 = not_found("alert")
 
@@ -56,8 +57,8 @@ def _query_nul(project: str | None) -> None:
         )
 
 
-def _scope(info: dict[str, Any] | None) -> str:
-    return "admin" if info is None else str(info["scope"])  # None: auth is off
+def _scope(info: Token | None) -> str:
+    return "admin" if info is None else info.scope  # None: auth is off
 
 
 def _rule_out(rule: AlertRule, scope: str) -> AlertRule:

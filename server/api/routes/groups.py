@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
 from scalewatch.server import limits
 from scalewatch.server.api.deps import AUTH_RESPONSES, PROJECTS, READ, StoreDep
-from scalewatch.server.api.schemas import GroupFitHistory, GroupFitOut, GroupList, not_found
+from scalewatch.server.api.schemas import (
+    GroupFitHistory,
+    GroupFitOut,
+    GroupList,
+    GroupPage,
+    not_found,
+)
 from scalewatch.server.services.groups import (
     group_metric,
     latest_group_or_pending,
@@ -28,14 +34,16 @@ MetricQ = Annotated[
 
 
 @router.get("", response_model=GroupList, responses=not_found("project"))
-def list_groups(project: ProjectQ, store: StoreDep) -> dict:
+def list_groups(project: ProjectQ, store: StoreDep) -> GroupPage:
     """The project's groups: name, member count and ids, the latest group fit summary."""
-    return {"groups": store.list_groups(project)}
+    return GroupPage(groups=store.list_groups(project))
 
 
 @router.get("/fit", response_model=GroupFitOut, response_model_exclude_unset=True,
             responses=GROUP_404)
-def group_fit(project: ProjectQ, group: GroupQ, store: StoreDep, metric: MetricQ = None) -> dict:
+def group_fit(
+    project: ProjectQ, group: GroupQ, store: StoreDep, metric: MetricQ = None
+) -> dict[str, Any]:
     """The latest pooled fit of a group: the recipe's A, band and forecast (the result object),
     each member's own fit (`members`) and the spread of A across seeds (`seed_spread`).
 
@@ -51,7 +59,7 @@ def group_fit_history(
     store: StoreDep,
     metric: MetricQ = None,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
-) -> dict:
+) -> dict[str, Any]:
     """Every stored fit of the group, oldest first: how the recipe's A moved."""
     name = group_metric(group, store.group_members(project, group), metric)
     fits = store.group_fit_history(project, group, name, limit)

@@ -48,8 +48,10 @@ from scalewatch.server.api.mlflow_compat import (
     tag_changes,
 )
 from scalewatch.server.config import Settings
+from scalewatch.server.domain.runs import Project, Run
 from scalewatch.server.ingest import IngestError
 from scalewatch.server.scopes import SCOPE_RANK
+from scalewatch.server.services.runs import update_run
 from scalewatch.server.store import NotFound
 from scalewatch.server.store.base import RunQuery, Store
 from scalewatch.server.store.scoped import ProjectDenied, scoped
@@ -77,9 +79,9 @@ def authorize(request: Request, scope: str) -> Store:
     )
     if info is None:
         raise MlflowError("UNAUTHENTICATED", "missing, unknown or revoked token")
-    if SCOPE_RANK[info["scope"]] < SCOPE_RANK[scope]:
+    if SCOPE_RANK[info.scope] < SCOPE_RANK[scope]:
         raise MlflowError(
-            "PERMISSION_DENIED", f"this token has scope '{info['scope']}'; '{scope}' is needed"
+            "PERMISSION_DENIED", f"this token has scope '{info.scope}'; '{scope}' is needed"
         )
     return cast(Store, scoped(request.app.state.store, info))
 
@@ -147,7 +149,7 @@ def _str(
 # --- experiments -------------------------------------------------------------------------------
 
 
-def _project_of_experiment(store: Store, experiment_id: str) -> dict:
+def _project_of_experiment(store: Store, experiment_id: str) -> Project:
     if experiment_id == DEFAULT_EXPERIMENT_ID:
         # MLflow's client logs to experiment "0" when none was set: it always exists.
         return store.create_project(DEFAULT_EXPERIMENT_NAME)[0]
@@ -209,9 +211,9 @@ def _create_run(store: Store, p: Payload) -> Payload:
         tagged = next((t["value"] for t in tags if t["key"] == "mlflow.runName"), "")
         name = (checked_text(tagged, "tag mlflow.runName", limits.MAX_NAME_LENGTH)
                 if tagged else time.strftime("run-%Y%m%d-%H%M%S"))
-    changes = tag_changes({"tags": []}, tags)
+    changes = tag_changes(None, tags)
     run = store.create_run_unique(
-        project["name"],
+        project.name,
         name,
         compute_unit=COMPUTE_UNIT,
         tags=changes.get("tags") or [],
@@ -224,7 +226,7 @@ def _create_run(store: Store, p: Payload) -> Payload:
 
 def _get_run(store: Store, p: Payload) -> Payload:
     run = store.get_run(_run_id(p))
-    return {"run": run_json(run, _experiment_id(store, run["project"]))}
+    return {"run": run_json(run, _experiment_id(store, run.project))}
 
 
 def _update_run(store: Store, p: Payload) -> Payload:
@@ -235,11 +237,13 @@ def _update_run(store: Store, p: Payload) -> Payload:
         if status is None:
             raise invalid(f"unknown run status {p['status']!r}")
         changes["status"] = status
-    run = store.update_run(run_id, changes) if changes else store.get_run(run_id)
-    return {"run_info": run_info(run, _experiment_id(store, run["project"]))}
+    run = update_run(store, run_id, changes) if changes else store.get_run(run_id)
+    return {"run_info": run_info(run, _experiment_id(store, run.project))}
 
 
-def _log(store: Store, run_id: int, metrics: list, params: list, tags: list) -> Payload:
+def _log(
+    store: Store, run_id: int, metrics: list[Any], params: list[Any], tags: list[Any]
+) -> Payload:
     if len(metrics) > MAX_BATCH_METRICS:
         raise invalid(
             f"A batch logging request can contain at most {MAX_BATCH_METRICS} metrics. "
@@ -254,24 +258,24 @@ def _log(store: Store, run_id: int, metrics: list, params: list, tags: list) -> 
     rows, _skipped = metric_rows(metrics)
     params, tags = check_params(params), check_tags(tags)
 
-    def merge(run: dict) -> dict[str, Any]:
+    def merge(run: Run) -> dict[str, Any]:
         # Computed from the run as it is under its lock: concurrent log-batch calls of one
         # run each add their params and tags, none overwrites another's with a stale copy.
         changes: dict[str, Any] = tag_changes(run, tags) if tags else {}
-        config = merged_config(run["config"], params) if params else None
+        config = merged_config(run.config, params) if params else None
         if config is not None:
             changes["config"] = config
         return changes
 
     if params or tags:
-        store.update_run(run_id, {}, merge=merge)
+        update_run(store, run_id, {}, merge=merge)
     else:
         store.get_run(run_id)  # RESOURCE_DOES_NOT_EXIST before anything is stored
     refit = bool(rows) and store.ingest_points(run_id, rows).refit
     return {"_points": len(rows), "_refit": refit}
 
 
-def _list(p: Payload, key: str, max_items: int | None = None) -> list:
+def _list(p: Payload, key: str, max_items: int | None = None) -> list[Any]:
     value = p.get(key) or []
     if not isinstance(value, list):
         raise invalid(f"'{key}' must be a list")
@@ -349,7 +353,7 @@ def _search_runs(store: Store, p: Payload) -> Payload:
         except (MlflowError, NotFound):  # NotFound: Default, to a project-scoped token
             continue
         runs, total = store.list_runs(
-            RunQuery(project=project["name"], status=status, name=wanted.get("name"),
+            RunQuery(project=project.name, status=status, name=wanted.get("name"),
                      limit=max_results - len(found), offset=skip)
         )
         found.extend(run_json(r, exp_id) for r in runs)
@@ -384,9 +388,9 @@ def _get_history(store: Store, p: Payload) -> Payload:
     run = store.get_run(_run_id(p))
     key = _str(p, "metric_key")
     max_results, since = _page(p, MAX_HISTORY_PAGE, limits.MAX_MLFLOW_SEARCH_RESULTS)
-    if key not in run["latest"]:
+    if key not in run.latest:
         return {"metrics": []}
-    page = store.get_points(run["id"], key, since_step=since, limit=max_results)
+    page = store.get_points(run.id, key, since_step=since, limit=max_results)
     out: Payload = {
         "metrics": [
             {"key": key, "value": v, "timestamp": 0, "step": s}

@@ -98,7 +98,7 @@ async def post_points(run_id: PathId, request: Request, store: StoreDep) -> JSON
         )
         t3 = time.perf_counter()
     except IngestError as exc:
-        content: dict = {"detail": exc.message}
+        content: dict[str, Any] = {"detail": exc.message}
         if exc.errors:
             content["errors"] = exc.errors
         return JSONResponse(content, status_code=exc.status)
@@ -130,9 +130,9 @@ def get_points(
     ] = None,
     max_points: Annotated[int | None, Query(ge=4, le=limits.MAX_DOWNSAMPLE_POINTS)] = None,
     since_step: Annotated[int | None, Query(ge=0, le=limits.MAX_STEP)] = None,
-) -> dict:
+) -> dict[str, Any]:
     """Points of one metric ordered by step; downsampled in the database with `max_points`."""
-    name = metric or store.get_run(run_id)["fit_metric"]
+    name = metric or store.get_run(run_id).fit_metric
     # Without max_points, one page by step (10,000 points), never a million-point answer.
     page = store.get_points(
         run_id,

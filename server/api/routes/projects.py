@@ -16,6 +16,8 @@ from scalewatch.server.api.deps import (
     wake_refitter,
 )
 from scalewatch.server.api.schemas import ProjectOut, ProjectPatch, not_found
+from scalewatch.server.domain.runs import Project
+from scalewatch.server.services import projects
 from scalewatch.server.store.base import NotFound
 
 router = APIRouter(
@@ -27,7 +29,7 @@ ProjectName = Annotated[str, Path(min_length=1, max_length=limits.MAX_NAME_LENGT
 
 @router.get("/{project}", response_model=ProjectOut, dependencies=[READ],
             responses=not_found("project"))
-def get_project(project: ProjectName, store: StoreDep) -> dict:
+def get_project(project: ProjectName, store: StoreDep) -> Project:
     """A project and its default fit metric."""
     found = store.get_project(name=project)
     if found is None:
@@ -38,16 +40,12 @@ def get_project(project: ProjectName, store: StoreDep) -> dict:
 @router.patch("/{project}", response_model=ProjectOut, dependencies=[WRITE])
 def patch_project(
     project: ProjectName, body: ProjectPatch, store: StoreDep, request: Request
-) -> dict:
+) -> Project:
     """Set (null: clear) the project's defaults, creating the project when missing: its fit
     metric, its noise prior and its B prior (`"project"`: learned from its finished runs). A
     run's own setting (PATCH /runs/{id}) still wins; the others are refitted. Keys left out
     stay."""
-    changes = body.model_dump(exclude_unset=True)
-    for key in ("noise_prior", "b_prior"):
-        if changes.get(key) is not None and not isinstance(changes[key], str):
-            changes[key] = list(changes[key])
-    found = store.update_project(project, changes)
-    if changes:  # the runs it refits start now, not at the next poll
+    found = projects.update_project(store, project, body)
+    if body.model_fields_set:  # the runs it refits start now, not at the next poll
         wake_refitter(request)
     return found

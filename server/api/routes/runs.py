@@ -13,10 +13,13 @@ from scalewatch.server.api.schemas import (
     RunCreate,
     RunList,
     RunOut,
+    RunPage,
     RunPatch,
     RunStatus,
     not_found,
 )
+from scalewatch.server.domain.runs import Run
+from scalewatch.server.services import runs as run_changes
 from scalewatch.server.store.base import RunQuery
 from scalewatch.server.store.run_names import InvalidName, NameTaken
 
@@ -33,7 +36,7 @@ NOT_FOUND = not_found("run")
     dependencies=[WRITE],
     responses={200: {"model": RunOut, "description": "The run already existed: resumed"}},
 )
-def create_run(body: RunCreate, store: StoreDep, response: Response) -> dict:
+def create_run(body: RunCreate, store: StoreDep, response: Response) -> Run:
     """Create a run, or resume it: the same project + name returns the existing run (200)."""
     fields = body.model_dump(exclude={"project", "name"})
     if body.fit_settings is not None:
@@ -56,30 +59,27 @@ def list_runs(
     ] = None,
     limit: Annotated[int, Query(ge=1, le=limits.MAX_PAGE_SIZE)] = limits.DEFAULT_PAGE_SIZE,
     offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
-) -> dict:
+) -> RunPage:
     """Runs, newest first, each with its latest metric values and latest fit summary."""
     runs, total = store.list_runs(
         RunQuery(project=project, tag=tag, status=status, group=group, limit=limit,
                  offset=offset)
     )
-    return {"runs": runs, "total": total}
+    return RunPage(runs=runs, total=total)
 
 
 @router.get("/{run_id}", response_model=RunOut, dependencies=[READ], responses=NOT_FOUND)
-def get_run(run_id: PathId, store: StoreDep) -> dict:
+def get_run(run_id: PathId, store: StoreDep) -> Run:
     return store.get_run(run_id)
 
 
 @router.patch("/{run_id}", response_model=RunOut, dependencies=[WRITE], responses=NOT_FOUND)
-def patch_run(run_id: PathId, body: RunPatch, store: StoreDep) -> dict:
+def patch_run(run_id: PathId, body: RunPatch, store: StoreDep) -> Run:
     """Rename (409 when the project has a run of that name); change status, tags, notes,
     target compute, fit metric, fit settings (these refit) or group (null: out of its group;
     the groups it left and joined are refitted)."""
-    changes = body.model_dump(exclude_unset=True)
-    if "fit_settings" in changes and body.fit_settings is not None:
-        changes["fit_settings"] = body.fit_settings.model_dump(exclude_unset=True)
     try:
-        return store.update_run(run_id, changes)
+        return run_changes.patch_run(store, run_id, body)
     except NameTaken as exc:
         raise HTTPException(409, str(exc)) from None
     except InvalidName as exc:  # the schema checks first; this is the store's own check

@@ -5,7 +5,14 @@ from __future__ import annotations
 from fastapi import APIRouter, HTTPException, Request
 
 from scalewatch.server.api.deps import ADMIN, AUTH_RESPONSES, UNSCOPED, StoreDep
-from scalewatch.server.api.schemas import PathId, TokenCreate, TokenCreated, TokenList, not_found
+from scalewatch.server.api.schemas import (
+    PathId,
+    TokenCreate,
+    TokenCreated,
+    TokenList,
+    TokenPage,
+    not_found,
+)
 
 router = APIRouter(
     prefix="/api/v1/tokens", tags=["tokens"], responses=AUTH_RESPONSES,
@@ -14,17 +21,17 @@ router = APIRouter(
 
 
 @router.post("", response_model=TokenCreated, status_code=201)
-def create_token(body: TokenCreate, store: StoreDep) -> dict:
+def create_token(body: TokenCreate, store: StoreDep) -> TokenCreated:
     """Create a token; the secret is in this response only. With `projects`, the token reads
     and writes those projects only (REST, MLflow, dashboard sessions, alerts)."""
     info, token = store.create_token(body.name, body.scope, body.projects)
-    return {**info, "token": token}
+    return TokenCreated(**info.model_dump(), token=token)
 
 
 @router.get("", response_model=TokenList)
-def list_tokens(store: StoreDep) -> dict:
+def list_tokens(store: StoreDep) -> TokenPage:
     """Tokens (never their secrets)."""
-    return {"tokens": store.list_tokens()}
+    return TokenPage(tokens=store.list_tokens())
 
 
 @router.delete(

@@ -36,6 +36,7 @@ from scalewatch.server.api.schemas.fits import (
     GroupFitOut,
     GroupList,
     GroupOut,
+    GroupPage,
     Interval,
 )
 from scalewatch.server.api.schemas.runs import (
@@ -53,6 +54,7 @@ from scalewatch.server.api.schemas.runs import (
     RunCreate,
     RunList,
     RunOut,
+    RunPage,
     RunPatch,
 )
 from scalewatch.server.api.schemas.tokens import (
@@ -62,6 +64,7 @@ from scalewatch.server.api.schemas.tokens import (
     TokenCreated,
     TokenList,
     TokenOut,
+    TokenPage,
 )
 from scalewatch.server.domain.alerts import Delivery, DeliveryAttempt
 
@@ -70,9 +73,9 @@ __all__ = [
     "AlertState", "CompareOut", "CompareRun", "Comparison", "Delivery", "DeliveryAttempt",
     "DeliveryList", "ErrorOut", "FitHistory", "FitHistoryEntry", "FitOut", "FitRequest",
     "FitSettings", "FitSummary", "GroupFitHistory", "GroupFitOut", "GroupList", "GroupName",
-    "GroupOut", "Health", "Id", "IngestResult", "Interval", "Name", "PathId", "PointIn",
-    "PointOut", "PointsIn", "PointsOut", "ProjectOut", "ProjectPatch", "Readiness",
-    "RuleCreate", "RuleList", "RuleOut", "RulePatch", "RunCreate", "RunList", "RunOut",
-    "RunPatch", "RunStatus", "TokenCreate", "TokenCreated", "TokenList", "TokenOut",
+    "GroupOut", "GroupPage", "Health", "Id", "IngestResult", "Interval", "Name", "PathId",
+    "PointIn", "PointOut", "PointsIn", "PointsOut", "ProjectOut", "ProjectPatch", "Readiness",
+    "RuleCreate", "RuleList", "RuleOut", "RulePatch", "RunCreate", "RunList", "RunOut", "RunPage",
+    "RunPatch", "RunStatus", "TokenCreate", "TokenCreated", "TokenList", "TokenOut", "TokenPage",
     "not_found",
 ]

@@ -2,19 +2,28 @@
 
 from __future__ import annotations
 
-import json
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import Path
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field
 
 from scalewatch.server import limits
 from scalewatch.server.domain import alerts as domain_alerts
-from scalewatch.server.fitting.b_prior import check_b_prior
-from scalewatch.server.fitting.noise_prior import check_rho_prior
+
+# The checks live with the shapes they guard (the dashboard's writes make them too).
+from scalewatch.server.domain.checks import (  # noqa: F401 - re-exported to the schemas
+    PriorsChecked,
+    check_free_text,
+    check_group,
+    check_json,
+    check_tags,
+    check_utf8,
+    clean_text,
+    utf8_problem,
+)
+from scalewatch.server.domain.runs import RunStatus  # noqa: F401 - re-exported to the schemas
 
 Name = Field(min_length=1, max_length=limits.MAX_NAME_LENGTH)
-RunStatus = Literal["running", "finished", "failed"]
 AlertState = domain_alerts.AlertState
 
 # Every id (runs, rules, alerts, tokens) is a 32-bit integer column: one range everywhere, so a
@@ -26,102 +35,12 @@ PathId = Annotated[int, Path(ge=1, le=ID_MAX)]
 """An id in the path (`/runs/{run_id}`, `/alerts/{alert_id}`, ...)."""
 
 
-def utf8_problem(text: str) -> bool:
-    """True when `text` cannot be sent back as UTF-8 (a lone surrogate such as "\\udfff", which
-    JSON escapes can carry): stored, it would turn every later response that shows it into a
-    500, so it is refused on the way in."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
-
-
-def check_utf8(text: str, what: str) -> str:
-    if utf8_problem(text):
-        raise ValueError(f"{what} must be valid UTF-8 text (no lone surrogates)")
-    return text
-
-
-def clean_text(text: str, what: str) -> str:
-    check_utf8(text, what)
-    # PostgreSQL text cannot hold NUL; reject it up front instead of failing at INSERT time.
-    if "\x00" in text:
-        raise ValueError(f"{what} must not contain NUL characters")
-    if not text.strip():
-        raise ValueError(f"{what} must not be blank")
-    return text
-
-
-def check_json(value: dict[str, Any], what: str) -> dict[str, Any]:
-    try:
-        encoded = json.dumps(value, allow_nan=False)
-    except (ValueError, TypeError) as exc:
-        raise ValueError(f"{what} must be JSON without NaN or Infinity ({exc})") from exc
-    # json.dumps escapes lone surrogates ("\\udfff") instead of failing: encode without the
-    # escaping to find them (keys and values, at any depth).
-    if utf8_problem(json.dumps(value, ensure_ascii=False)):
-        raise ValueError(f"{what} must be valid UTF-8 text (no lone surrogates)")
-    if "\\u0000" in encoded:
-        raise ValueError(f"{what} must not contain NUL characters")
-    if len(encoded) > limits.MAX_CONFIG_BYTES:
-        raise ValueError(f"{what} is larger than {limits.MAX_CONFIG_BYTES} bytes")
-    return value
-
-
-def check_free_text(text: str | None, what: str) -> str | None:
-    """Text a person types (notes, a secret): anything, blank too, but valid UTF-8 without NUL
-    (PostgreSQL text cannot hold NUL: a clear 422 instead of a failed INSERT)."""
-    if text is not None:
-        check_utf8(text, what)
-        if "\x00" in text:
-            raise ValueError(f"{what} must not contain NUL characters")
-    return text
-
-
 GroupName = Field(
     None,
     min_length=1,
     max_length=limits.MAX_GROUP_LENGTH,
     description="the run's group (its recipe, e.g. cispo-768): runs of one group are its seeds",
 )
-
-
-def check_group(v: str | None) -> str | None:
-    return None if v is None else clean_text(v, "group")
-
-
-def check_tags(tags: list[str] | None) -> list[str] | None:
-    if tags is None:
-        return None
-    if len(tags) > limits.MAX_TAGS:
-        raise ValueError(f"at most {limits.MAX_TAGS} tags")
-    for t in tags:
-        if len(t) > limits.MAX_TAG_LENGTH:
-            raise ValueError(f"tag longer than {limits.MAX_TAG_LENGTH} characters")
-        clean_text(t, "tags")
-    return tags
-
-
-class PriorsChecked(BaseModel):
-    """A model with prior fields (``noise_prior``, ``b_prior``: "project", [a, b] or null)
-    checks the explicit ones here, once for every model that has them."""
-
-    @field_validator("noise_prior", check_fields=False)
-    @classmethod
-    def _noise_prior(cls, v: Any) -> Any:
-        """A prior on the noise's AR(1) coefficient: [mean in 0..0.98, sd in (0, 1]]."""
-        if isinstance(v, (list, tuple)):
-            check_rho_prior(*v)
-        return v
-
-    @field_validator("b_prior", check_fields=False)
-    @classmethod
-    def _b_prior(cls, v: Any) -> Any:
-        """A t prior on ln B: [centre of ln B, scale in (0, 5]]."""
-        if isinstance(v, (list, tuple)):
-            check_b_prior(*v)
-        return v
 
 
 class ErrorOut(BaseModel):

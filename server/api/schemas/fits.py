@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, model_validator
 
@@ -10,6 +10,7 @@ from scalewatch.server import limits
 from scalewatch.server.api.schemas.common import PriorsChecked
 from scalewatch.server.api.schemas.fit_shapes import FitHistoryEntry, FitOut, Interval  # noqa: F401
 from scalewatch.server.api.schemas.runs import FitSummary
+from scalewatch.server.domain.runs import GroupSummary
 
 # ---- fits --------------------------------------------------------------------------------------
 
@@ -86,16 +87,20 @@ class CompareOut(BaseModel):
 # ---- groups ------------------------------------------------------------------------------------
 
 
-class GroupOut(BaseModel):
-    name: str
-    n_runs: int
-    runs: list[int] = Field(description="the member runs' ids")
-    metric: str | None = Field(description="the members' common fit metric (null: they differ)")
-    fit: FitSummary | None = Field(description="the latest group fit of that metric, summarised")
+class GroupOut(GroupSummary):
+    # The stored summary, its best-known keys documented (as `RunOut.fit`).
+    fit: FitSummary | None = Field(  # type: ignore[assignment]
+        description="the latest group fit of that metric, summarised")
 
 
 class GroupList(BaseModel):
     groups: list[GroupOut]
+
+
+class GroupPage(TypedDict):
+    """What a handler returns as a `GroupList` (FastAPI turns the store's groups into it)."""
+
+    groups: list[GroupSummary]
 
 
 class GroupFitOut(FitOut):

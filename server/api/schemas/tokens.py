@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from scalewatch.server import limits
 from scalewatch.server.api.schemas.common import Name, clean_text
+from scalewatch.server.domain.tokens import Token
 
 
 class TokenCreate(BaseModel):
@@ -32,15 +33,8 @@ class TokenCreate(BaseModel):
         return None if v is None else [clean_text(p, "projects") for p in v]
 
 
-class TokenOut(BaseModel):
-    id: int
-    name: str
-    scope: str
-    prefix: str
-    created_at: str | None
-    last_used_at: str | None
-    revoked: bool
-    projects: list[str] | None = Field(None, description="the projects it is limited to; null: all")
+class TokenOut(Token):
+    pass
 
 
 class TokenCreated(TokenOut):
@@ -49,6 +43,12 @@ class TokenCreated(TokenOut):
 
 class TokenList(BaseModel):
     tokens: list[TokenOut]
+
+
+class TokenPage(TypedDict):
+    """What a handler returns as a `TokenList` (FastAPI turns the records into it)."""
+
+    tokens: list[Token]
 
 
 class Health(BaseModel):
