@@ -26,7 +26,7 @@ def dash_call(
     output_id: str,
     values: dict[str, Any] | None = None,
     changed: list[str] | None = None,
-    deps: list[dict] | None = None,
+    deps: list[dict[str, Any]] | None = None,
 ) -> Any:
     """POST `_dash-update-component` for the callback whose outputs include `output_id`.
 

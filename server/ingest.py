@@ -87,7 +87,7 @@ def in_step_order(
 
 def group_rows(rows: Iterable[PointRow]) -> Batch:
     """Rows by metric, as `SeriesPoints` (body order per metric, then `in_step_order`)."""
-    cols: dict[str, tuple[list, list, list, list]] = {}
+    cols: dict[str, tuple[list[Any], list[Any], list[Any], list[Any]]] = {}
     for metric, step, compute, value, wall in rows:
         c = cols.get(metric)
         if c is None:

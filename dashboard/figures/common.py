@@ -261,7 +261,7 @@ def fit_trace_dicts(
     return traces
 
 
-_CURVES: OrderedDict[tuple, list[dict[str, Any]]] = OrderedDict()
+_CURVES: OrderedDict[tuple[Any, ...], list[dict[str, Any]]] = OrderedDict()
 _CURVES_LOCK = threading.Lock()
 _CURVES_SIZE = 256  # stored fits' curves (a few kB each)
 

@@ -152,7 +152,7 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
         State("grp-key", "data"),
         State("grp-token", "data"),
     )
-    def render(_tick: int | None, key: dict[str, Any], token: list | None) -> tuple:
+    def render(_tick: int | None, key: dict[str, Any], token: list[Any] | None) -> tuple[Any, ...]:
         store = ctx.store
         if dash_ctx.triggered_id == "grp-tick" and token is not None:
             try:
@@ -183,7 +183,7 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
         State("grp-key", "data"),
         prevent_initial_call=True,
     )
-    def download(_n: int, key: dict[str, Any]) -> dict:
+    def download(_n: int, key: dict[str, Any]) -> dict[str, Any]:
         d = group_data.detail_or_error(ctx.store, key["project"], key["group"], key.get("metric"))
         if d.get("error"):
             raise PreventUpdate

@@ -32,7 +32,7 @@ def _selectable() -> dict[str, Any]:
 
 def _columns(
     unit: str | None, metric: str, config_keys: list[str], alerts: bool, groups: bool = False
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """What matters first (run, status, forecast at target, A, open alerts), the rest after.
 
     `unit` is None when the runs shown use different compute units: the headers then say no
@@ -66,7 +66,7 @@ def _columns(
     return cols
 
 
-def _group_columns(projects: bool) -> list[dict]:
+def _group_columns(projects: bool) -> list[dict[str, Any]]:
     """The "by group" view: the recipe's pooled fit first, then how its seeds agree."""
     cols = [column("group", "group", presentation="markdown")]
     if projects:
@@ -170,7 +170,7 @@ def layout(project: str | None = None, view: str | None = None, **_: Any) -> htm
     )
 
 
-def _runs_view(store: Any, project: str | None) -> tuple:
+def _runs_view(store: Any, project: str | None) -> tuple[Any, ...]:
     """Rows and columns of the runs table (and the count and empty state)."""
     table_ = data.runs_table(store, project)
     rows = table_["rows"]
@@ -197,7 +197,7 @@ def _runs_view(store: Any, project: str | None) -> tuple:
     return rows, cols, count, empty
 
 
-def _groups_view(store: Any, project: str | None) -> tuple:
+def _groups_view(store: Any, project: str | None) -> tuple[Any, ...]:
     rows = group_data.group_rows(store, project)
     cols = _group_columns(projects=not project)
     empty = (
@@ -230,7 +230,7 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
     )
     def refresh(
         project: str | None, view: str | None, _tick: int | None, digest: str | None
-    ) -> tuple:
+    ) -> tuple[Any, ...]:
         # Only the table on screen is read; the other keeps what it had until shown.
         groups = view == "groups"
         rows, cols, count, empty = (_groups_view if groups else _runs_view)(ctx.store, project)
@@ -249,7 +249,7 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
         Output("groups-pane", "style"),
         Input("runs-view", "value"),
     )
-    def show(view: str | None) -> tuple:
+    def show(view: str | None) -> tuple[Any, ...]:
         hidden = {"display": "none"}
         return (hidden, {}) if view == "groups" else ({}, hidden)
 
@@ -261,7 +261,9 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
         Input("groups-table", "selected_row_ids"),
         Input("runs-view", "value"),
     )
-    def selection(ids: list[int] | None, gids: list[str] | None, view: str | None) -> tuple:
+    def selection(
+        ids: list[int] | None, gids: list[str] | None, view: str | None
+    ) -> tuple[Any, ...]:
         if view == "groups":
             return _group_selection(app, gids or [])
         ids = ids or []
@@ -282,9 +284,9 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
         prevent_initial_call=True,
     )
     def download(
-        _n: int, view: str | None, rows: list[dict], cols: list[dict], grows: list[dict],
-        gcols: list[dict],
-    ) -> dict:  # fmt: skip
+        _n: int, view: str | None, rows: list[dict[str, Any]], cols: list[dict[str, Any]],
+        grows: list[dict[str, Any]], gcols: list[dict[str, Any]],
+    ) -> dict[str, Any]:  # fmt: skip
         if view == "groups":
             ids = ["name", "project"] + [
                 c["id"] for c in gcols or [] if c["id"] not in ("group", "project")
@@ -312,7 +314,7 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
     )
 
 
-def _group_selection(app: Dash, gids: list[str]) -> tuple:
+def _group_selection(app: Dash, gids: list[str]) -> tuple[Any, ...]:
     """The compare button in the "by group" view: one group opens its page, several of one
     project compare as recipes (`/compare?project=&group=&group=`, like the REST API)."""
     picked = [tuple(g.split("\x1f", 1)) for g in gids if "\x1f" in g]

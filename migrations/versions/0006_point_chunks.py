@@ -12,6 +12,8 @@ in one pass (roughly a second per few million points on PostgreSQL, slower on SQ
 
 from __future__ import annotations
 
+from typing import Any
+
 import sqlalchemy as sa
 from alembic import op
 
@@ -67,7 +69,7 @@ def upgrade() -> None:
         ).all()
         rows = []
         for level in (4, 10):
-            groups: dict[int, list] = {}
+            groups: dict[int, list[Any]] = {}
             for p in pts:
                 groups.setdefault(p[0] >> level, []).append(p)
             for chunk, g in groups.items():  # g is in step order

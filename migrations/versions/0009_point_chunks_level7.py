@@ -13,6 +13,8 @@ finer chunks), about 8 times fewer rows than the points the level 4 fill read in
 
 from __future__ import annotations
 
+from typing import Any
+
 import sqlalchemy as sa
 from alembic import op
 
@@ -48,7 +50,7 @@ def upgrade() -> None:
                     "ORDER BY chunk"),
             {"s": sid, "l": _FINE},
         ).mappings().all()  # fmt: skip
-        groups: dict[int, list] = {}
+        groups: dict[int, list[Any]] = {}
         for r in fine:
             groups.setdefault(r["min_step"] >> _LEVEL, []).append(r)
         rows = []

@@ -42,7 +42,9 @@ class FitUnavailable(Exception):
         self.retry_after = retry_after
 
 
-def stateless_fit(compute: list[float], values: list[float], options: dict[str, Any]) -> dict:
+def stateless_fit(
+    compute: list[float], values: list[float], options: dict[str, Any]
+) -> dict[str, Any]:
     """Runs in the child: the fit record of the points (imports kept inside: spawn start)."""
     from scalewatch.server.fitting import FitOptions, fit_curve
     from scalewatch.server.services.fits import fit_record
@@ -52,7 +54,9 @@ def stateless_fit(compute: list[float], values: list[float], options: dict[str, 
     return dict(fit_record(result, internal=False))
 
 
-def thin_for_paper(compute: list[float], values: list[float]) -> tuple[list, list, int | None]:
+def thin_for_paper(
+    compute: list[float], values: list[float]
+) -> tuple[list[Any], list[Any], int | None]:
     """The paper's procedure costs a few ms per point and grid cell: above
     `MAX_PAPER_FIT_POINTS` points keep that many, evenly spaced in compute order (first and
     last kept). Returns (compute, values, original count or None when nothing was dropped)."""
@@ -112,7 +116,7 @@ class _Worker:
         child.close()
         self.ready = False
 
-    def fit(self, job: tuple, timeout: float) -> dict:
+    def fit(self, job: tuple[Any, ...], timeout: float) -> dict[str, Any]:
         """The fit's record; FitFailed, _Late or _Lost. Called from one thread at a time."""
         try:
             if not self.ready:
@@ -142,7 +146,7 @@ class _Worker:
 
 
 class _Job:
-    def __init__(self, args: tuple) -> None:
+    def __init__(self, args: tuple[Any, ...]) -> None:
         self.args = args
         self.worker: _Worker | None = None
         self.cancelled = False
@@ -180,7 +184,9 @@ class FitPool:
                 )
             self._admitted += 1
 
-    async def run(self, compute: list[float], values: list[float], options: dict) -> dict:
+    async def run(
+        self, compute: list[float], values: list[float], options: dict[str, Any]
+    ) -> dict[str, Any]:
         self._admit()
         try:
             if self._slots is None:
@@ -191,7 +197,7 @@ class FitPool:
             with self._lock:
                 self._admitted -= 1
 
-    async def _run_in_thread(self, job: _Job) -> dict:
+    async def _run_in_thread(self, job: _Job) -> dict[str, Any]:
         loop = asyncio.get_running_loop()
         try:
             return await loop.run_in_executor(self._threads, self._fit, job)
@@ -201,7 +207,7 @@ class FitPool:
                 job.worker.kill()
             raise
 
-    def _fit(self, job: _Job) -> dict:
+    def _fit(self, job: _Job) -> dict[str, Any]:
         """In a pool thread: the job on an idle process (or a new one), past its deadline
         only that process is killed."""
         worker = self._checkout()

@@ -32,7 +32,7 @@ ARTIFACT_UPLOAD_PREFIX = "/api/2.0/mlflow-artifacts/artifacts/"
 _BODY_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
 
 
-async def _send_json(send: Send, status: int, body: Any, headers: list | None = None) -> None:
+async def _send_json(send: Send, status: int, body: Any, headers: list[Any] | None = None) -> None:
     await send(
         {
             "type": "http.response.start",

@@ -42,7 +42,7 @@ class Connection:
         self.token = token
         self.timeout = timeout
 
-    def call(self, method: str, path: str, params: dict | None = None,
+    def call(self, method: str, path: str, params: dict[str, Any] | None = None,
              body: Any = None) -> _Reply:
         target = self.url + path
         if params:
@@ -67,7 +67,7 @@ class Connection:
         """Nothing is kept open between calls."""
 
 
-def _json(conn: Connection, method: str, path: str, params: dict | None = None,
+def _json(conn: Connection, method: str, path: str, params: dict[str, Any] | None = None,
           body: Any = None) -> Any:
     r = conn.call(method, path, params, body)
     if r.status not in (200, 201):

@@ -103,12 +103,14 @@ def generate(recipe: Recipe, seed: int = 0) -> Trajectory:
     )
 
 
-def chunk_points(recipe: Recipe, traj: Trajectory, k: int) -> list[tuple[int, float, dict]]:
+def chunk_points(
+    recipe: Recipe, traj: Trajectory, k: int
+) -> list[tuple[int, float, dict[str, Any]]]:
     """(step, compute, metrics) of chunk ``k``: the steps since the previous evaluation, the
     last one carrying the evaluation metrics too."""
     end = int(traj.eval_steps[k])
     start = end - recipe.eval_every + 1 if k > 0 else 0
-    out: list[tuple[int, float, dict]] = []
+    out: list[tuple[int, float, dict[str, Any]]] = []
     for s in range(max(start, 1), end):
         out.append((s, float(traj.compute[s]), {"reward": float(traj.reward[s])}))
     metrics = {

@@ -24,7 +24,7 @@ R = TypeVar("R")
 log = logging.getLogger(__name__)
 
 # What `apply` returns for each item, in order: its result, or the exception its caller raises.
-Outcomes = list
+Outcomes = list[Any]
 
 
 def together_else_each(

@@ -202,8 +202,8 @@ class PgIngestMixin(SqlBase):
         outcomes: list[Ingested | Exception | None] = []
         appends: Appends = []
         last_steps: dict[int, int | None] = {}
-        summary: tuple[list, ...] = ([], [], [], [], [], [])  # the series summary's columns
-        run_rows: tuple[list, ...] = ([], [], [])  # the runs summary's
+        summary: tuple[list[Any], ...] = ([], [], [], [], [], [])  # the series summary's columns
+        run_rows: tuple[list[Any], ...] = ([], [], [])  # the runs summary's
         marks: list[tuple[int, str, str]] = []  # one a batch, as when written one by one
         for run_id, by_metric in items:
             if run_id not in runs:
@@ -303,7 +303,7 @@ class PgIngestMixin(SqlBase):
                 rewritten.append((series_ids[metric], batch))
         arrays = point_arrays(appends) if appends else None
 
-        def plan() -> tuple[list[np.ndarray], list[np.ndarray], tuple]:
+        def plan() -> tuple[list[np.ndarray], list[np.ndarray], tuple[Any, ...]]:
             """The chunk rows and the summary UPDATE's arguments (Python only)."""
             new, merge = ([], []) if arrays is None else chunk_split(
                 arrays, {series_ids[m]: last_steps.get(m) for m in by_metric}

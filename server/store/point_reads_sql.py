@@ -410,7 +410,9 @@ class PointReadsMixin(SqlBase):
         best: dict[int, list[tuple[int, float, float]]] = {}  # bucket -> first, last, low, high
         count = 0
 
-        def offer(b: int, first: tuple, last: tuple, low: tuple, high: tuple, n: int) -> None:
+        Row = tuple[Any, ...]
+
+        def offer(b: int, first: Row, last: Row, low: Row, high: Row, n: int) -> None:
             cur = best.get(b)
             if cur is None:
                 best[b] = [first, last, low, high]

@@ -74,7 +74,7 @@ _SQLITE_UPSERT = (
 )
 
 
-def _rows(columns: list[np.ndarray]) -> list[tuple]:
+def _rows(columns: list[np.ndarray]) -> list[tuple[Any, ...]]:
     """Chunk columns as rows of Python numbers (what the sqlite3 driver binds)."""
     return list(zip(*(c.tolist() for c in columns), strict=True))
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.encoders import jsonable_encoder
@@ -74,7 +74,7 @@ def fit_history(
     store: StoreDep,
     metric: MetricQ = None,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
-) -> dict:
+) -> dict[str, Any]:
     """Every stored fit, oldest first: how the A estimate moved as compute grew."""
     name, fits = store.fit_history(run_id, metric, limit)
     return {"run_id": run_id, "metric": name, "fits": fits}
@@ -156,7 +156,7 @@ def compare(
     ] = None,
     metric: MetricQ = None,
     budget: Annotated[float | None, Query(gt=0, le=1e30)] = None,
-) -> dict:
+) -> dict[str, Any]:
     """Runs and/or groups side by side: fits (a group's is its pooled fit over its seeds),
     the paper's verdict, crossovers, the winner at a budget."""
     if not run and not group:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
@@ -16,7 +17,7 @@ router = APIRouter(tags=["health"])
 
 
 @router.get("/healthz", response_model=Health)
-def healthz() -> dict:
+def healthz() -> dict[str, Any]:
     """The process is up."""
     return {"status": "ok"}
 
