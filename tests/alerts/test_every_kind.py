@@ -18,6 +18,7 @@ from scalewatch.server.alerts.kinds import KINDS
 from scalewatch.server.alerts.service import AlertService
 from scalewatch.server.db.models import Run, utcnow
 from scalewatch.server.domain.alerts import Alert, AlertKind
+from scalewatch.server.services.runs import fit_context
 from scalewatch.server.store.base import DirtyGroup
 
 METRIC = "m"
@@ -71,13 +72,14 @@ class World:
     def run_fit(self, run_id: int, fit: dict[str, Any]) -> None:
         """A new fit of the run: stored, then handed to the listener."""
         series_id, stored = self.store_fit(run_id, fit)
-        context = {"project": "p", "run_id": run_id, "fit_metric": METRIC}
+        context = fit_context(self.store, run_id)  # the refitter's own context of the run
+        assert context.fit_metric == METRIC
         self.service.on_fit(context, series_id, stored, None)
 
     def group_fit(self, group: str, fit: dict[str, Any]) -> None:
         """A new pooled fit of the group, on a newer point of a seed: stored, then handed to
         the group listener."""
-        seed = self.store.group_members("p", group)[0]["id"]
+        seed = self.store.group_members("p", group)[0].id
         self.points(seed, [(2000.0 + 10 * self.step, curve(2000.0))])
         assert self.store.request_group_fit("p", group, METRIC)
         claimed = self.store.claim_dirty_groups("test", lease_seconds=0.001, limit=100)
@@ -86,7 +88,7 @@ class World:
                                                fit, True, n_members=len(fit.get("members", [])))
         item = DirtyGroup(item.group_series_id, item.project_id, item.project, item.group,
                           item.metric, item.requested)
-        members = [{**m, "fit_metric": METRIC} for m in self.store.group_members("p", group)]
+        members = [m.model_dump() for m in self.store.group_members("p", group)]
         self.service.on_group_fit(item, members, {**fit, "fit_id": fit_id}, None)
 
     def rule(self, kind: str, params: dict[str, Any], **target: Any) -> int:
