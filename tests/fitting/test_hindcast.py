@@ -6,8 +6,11 @@ import numpy as np
 
 from scalewatch.server.fitting import FitOptions, fit_curve
 from scalewatch.server.fitting.hindcast import (
+    HORIZON_FRACTIONS,
     Hindcast,
     hindcast_of,
+    hindcasts_of,
+    learn_drift_allowance,
     learn_drift_rate,
     needed_rate,
 )
@@ -74,3 +77,42 @@ def test_the_rate_is_the_rank_that_vouches_for_95_percent():
     assert abs(learn_drift_rate(many) - 0.18) < 1e-9  # type: ignore[operator]
     more = many + [run_needing(0.0)] * 20  # 59 runs: the 57th smallest
     assert abs(learn_drift_rate(more) - 0.17) < 1e-9  # type: ignore[operator]
+
+
+def test_hindcasts_at_several_horizons_reach_further_the_earlier_the_cut():
+    c, y, _ = table1_run("ScaleRL", 8 * ROWS["ScaleRL"][0], seed=3)
+    hs = hindcasts_of(c, y, FitOptions())
+    assert len(hs) == len(HORIZON_FRACTIONS) and all(h is not None for h in hs)
+    assert hs[0] == hindcast_of(c, y, FitOptions())  # the first is the half-run hindcast
+    beyond = [h.beyond for h in hs if h is not None]
+    assert beyond == sorted(beyond) and beyond[0] < beyond[-1]
+
+
+def test_the_allowance_follows_what_each_horizon_needed_not_a_line_through_the_half_run():
+    # Runs that stray by an sd of 0.02 beyond half their compute, 0.022 beyond a third and
+    # 0.024 beyond a fifth (their drift levels off): one rate learned at the half-run horizon
+    # would give 0.02 / 0.7 per unit ln(compute), i.e. 0.046 at 1.6, twice what they needed.
+    def needing(sd: float, beyond: float) -> Hindcast:
+        return Hindcast(miss=1.96 * float(np.hypot(0.01, sd)), sd=0.01, beyond=beyond)
+
+    runs = [[needing(0.02, 0.7), needing(0.022, 1.1), needing(0.024, 1.6)]] * 19
+    at = {b: learn_drift_allowance(runs, b) for b in (0.35, 0.7, 0.9, 1.6, 3.2)}
+    assert all(r is not None for r in at.values())
+    assert abs(at[0.7] * 0.7 - 0.02) < 1e-9  # type: ignore[operator]
+    assert abs(at[0.35] - at[0.7]) < 1e-9  # type: ignore[operator]  # from zero at the window
+    assert abs(at[0.9] * 0.9 - 0.021) < 1e-9  # type: ignore[operator]  # between horizons
+    assert abs(at[1.6] * 1.6 - 0.024) < 1e-9  # type: ignore[operator]
+    assert abs(at[3.2] - at[1.6]) < 1e-9  # type: ignore[operator]  # in proportion past them
+    half_run_rate = learn_drift_rate([r[0] for r in runs])
+    assert half_run_rate is not None and half_run_rate * 1.6 > 1.8 * 0.024
+    # Runs that need nothing at a horizon get no allowance there.
+    follow = [[needing(0.0, 0.7), needing(0.0, 1.1), needing(0.0, 1.6)]] * 19
+    assert learn_drift_allowance(follow, 1.0) == 0.0
+
+
+def test_the_allowance_needs_enough_hindcasts_at_some_horizon():
+    runs: list[list[Hindcast | None]] = [[Hindcast(0.0, 0.01, 0.7), None, None]] * 18
+    assert learn_drift_allowance(runs, 0.7) is None  # 18 runs: no rank vouches for 95%
+    assert learn_drift_allowance(runs + [[None, None, Hindcast(0.1, 0.01, 1.6)]], 0.7) is None
+    assert learn_drift_allowance(runs + [[Hindcast(0.0, 0.01, 0.7)]], 0.7) == 0.0
+    assert learn_drift_allowance(runs * 2, 0.0) is None  # not beyond the window
