@@ -14,7 +14,10 @@ a project's finished runs into the project's rate: the rank of their needed rate
 run exceeds with probability at most 5% (split conformal), once there are enough of them
 (``MIN_HINDCASTS``) for a rank to vouch for that.
 
-On for every project (``services/fits.drift_rate_for``), unlike the noise and B priors: a
+A finished run is cut at several fractions of its compute (``HORIZON_FRACTIONS``,
+:func:`hindcasts_of`), and :func:`allowance_knots` learns that rank per horizon: a fit takes
+the allowance at its own distance past its window (``FitOptions.drift_allowance``).  On for
+every project (``services/fits.drift_allowance_for``), unlike the noise and B priors: a
 conformal rank assumes nothing about the runs being alike, only that a new run is one more of
 them.
 """
@@ -28,6 +31,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .fit import fit_curve
+from .intervals import allowance_rate
 from .result import FitOptions
 
 COVERAGE = 0.95  # a prediction interval's promise
@@ -124,21 +128,17 @@ def _excess_sd(h: Hindcast) -> float:
     return float(np.sqrt(excess) / 1.96) if excess > 0 else 0.0
 
 
-def learn_drift_allowance(runs: Iterable[Sequence[Hindcast | tuple[float, float, float] | None]],
-                          beyond: float) -> float | None:
-    """The drift rate for a forecast ``beyond`` = ln(target / window end) past its window,
-    from finished runs' hindcasts at several horizons (per run, one per ``HORIZON_FRACTIONS``
-    as :func:`hindcasts_of` gives them).
+def allowance_knots(runs: Iterable[Sequence[Hindcast | tuple[float, float, float] | None]]
+                    ) -> tuple[tuple[float, float], ...] | None:
+    """The drift allowance per forecast horizon that finished runs' hindcasts at several
+    horizons vouch for (per run, one per ``HORIZON_FRACTIONS`` as :func:`hindcasts_of` gives
+    them; a shorter sequence, e.g. a run stored with its half-run hindcast only, counts at the
+    horizons it has): ((horizon, sd), ...) sorted by horizon, what
+    ``FitOptions.drift_allowance`` takes and ``intervals.allowance_rate`` reads.
 
     Per horizon, the split-conformal rank (as :func:`learn_drift_rate`) of the sd each run
-    needed beyond its exact-model interval; the allowance at ``beyond`` is that sd
-    interpolated linearly in ln(compute) between the horizons (their median ``beyond``),
-    from zero at the window's end, and grown in proportion past the farthest horizon.  Returned
-    as a rate (sd per unit ``beyond``) so that ``FitOptions.drift_rate`` takes it unchanged
-    at that distance.  None when no horizon has ``MIN_HINDCASTS`` hindcasts, or ``beyond``
-    is not positive."""
-    if not beyond > 0:
-        return None
+    needed beyond its exact-model interval, at the horizons' median ``beyond`` = ln(compute /
+    window end).  None when no horizon has ``MIN_HINDCASTS`` hindcasts."""
     groups: dict[int, list[Hindcast]] = {}
     for run in runs:
         for i, h in enumerate(run):
@@ -154,10 +154,20 @@ def learn_drift_allowance(runs: Iterable[Sequence[Hindcast | tuple[float, float,
             continue
         need = sorted(_excess_sd(h) for h in rows)
         knots.append((float(np.median([h.beyond for h in rows])), need[rank - 1]))
-    if not knots:
+    return tuple(sorted(knots)) or None
+
+
+def learn_drift_allowance(runs: Iterable[Sequence[Hindcast | tuple[float, float, float] | None]],
+                          beyond: float) -> float | None:
+    """The drift rate for a forecast ``beyond`` = ln(target / window end) past its window,
+    from finished runs' hindcasts at several horizons: :func:`allowance_knots` read at
+    ``beyond`` by ``intervals.allowance_rate`` (the sd interpolated linearly in ln(compute)
+    between the horizons, from zero at the window's end, grown in proportion past the
+    farthest), as a rate (sd per unit ``beyond``) so that ``FitOptions.drift_rate`` takes it
+    unchanged at that distance.  A fit with ``FitOptions.drift_allowance`` = those knots
+    takes the same rate at its own target.  None when no horizon has ``MIN_HINDCASTS``
+    hindcasts, or ``beyond`` is not positive."""
+    if not beyond > 0:
         return None
-    knots.sort()
-    xs = [0.0] + [k[0] for k in knots]
-    ys = [0.0] + [k[1] for k in knots]
-    sd = float(np.interp(beyond, xs, ys)) if beyond <= xs[-1] else ys[-1] * beyond / xs[-1]
-    return sd / beyond
+    knots = allowance_knots(runs)
+    return None if knots is None else allowance_rate(knots, beyond)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
-from scalewatch.server.fitting import FitOptions, fit_curve
+from scalewatch.server.fitting import FitOptions, fit_curve, predict_interval
 from scalewatch.server.fitting.hindcast import (
     HORIZON_FRACTIONS,
     Hindcast,
+    allowance_knots,
     hindcast_of,
     hindcasts_of,
     learn_drift_allowance,
@@ -116,3 +119,35 @@ def test_the_allowance_needs_enough_hindcasts_at_some_horizon():
     assert learn_drift_allowance(runs + [[None, None, Hindcast(0.1, 0.01, 1.6)]], 0.7) is None
     assert learn_drift_allowance(runs + [[Hindcast(0.0, 0.01, 0.7)]], 0.7) == 0.0
     assert learn_drift_allowance(runs * 2, 0.0) is None  # not beyond the window
+
+
+def test_a_fit_takes_the_allowance_at_its_own_horizon_as_the_bench_measures_it():
+    """``FitOptions.drift_allowance`` (what the server passes) gives the forecast interval the
+    bench's cov-prj computes: the fit's band widened by ``learn_drift_allowance`` at ln(target /
+    window end), for a near and a far target; and the default is unchanged without it."""
+    def needing(sd: float, beyond: float) -> Hindcast:
+        return Hindcast(miss=1.96 * float(np.hypot(0.01, sd)), sd=0.01, beyond=beyond)
+
+    runs = [[needing(0.02, 0.7), needing(0.03, 1.1), needing(0.024, 1.6)]] * 19
+    knots = allowance_knots(runs)
+    assert knots is not None and [k[0] for k in knots] == [0.7, 1.1, 1.6]
+    c_mid = ROWS["ScaleRL"][0]
+    c, y, _ = table1_run("ScaleRL", 8 * c_mid, seed=5)
+    rates = []
+    for target in (4 * c_mid, 8 * c_mid, 40 * c_mid):
+        base = FitOptions(fit_until=2 * c_mid, target_compute=target)
+        default = fit_curve(c, y, base)
+        learned = fit_curve(c, y, replace(base, drift_allowance=knots))
+        assert default.drift_sd == DRIFT_RATE and default.fit_range is not None
+        beyond = float(np.log(target / default.fit_range[1]))
+        rate = learn_drift_allowance(runs, beyond)
+        assert rate is not None and learned.drift_sd == rate
+        lo, hi = predict_interval(replace(default, drift_sd=rate), [target])  # the bench's
+        assert learned.predicted_interval is not None
+        assert np.allclose(learned.predicted_interval, (lo[0], hi[0]), atol=1e-12)
+        rates.append(rate)
+    assert len(set(rates)) == 3  # each target its own horizon's rate
+    # An explicit rate still wins over the learned allowance.
+    fixed = fit_curve(c, y, FitOptions(fit_until=2 * c_mid, drift_rate=0.0,
+                                       drift_allowance=knots))
+    assert fixed.drift_sd == 0.0
