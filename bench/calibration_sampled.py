@@ -29,9 +29,10 @@ Columns, per window and family (``all`` pools the families):
   the same for a plain least-squares fit (``curve_fit``), ``pap-p90`` for the paper's method
   (every ``--paper-every``-th run);
 * ``cov-new``: the 95% forecast interval vs the run's final evaluation for a new project (the
-  default drift allowance); ``cov-prj``: for a project with finished runs, the allowance the
-  server learns from their hindcasts (``hindcast.learn_drift_rate``, here from the other runs
-  of the same family, leave-one-out, as ``calibration.py --noise-prior`` simulates it); their
+  default drift allowance); ``cov-prj``: for a project with finished runs, the allowance
+  learned from their hindcasts at several horizons for the forecast's own distance beyond its
+  window (``hindcast.learn_drift_allowance``, here from the other runs of the same family,
+  leave-one-out; the server learns it the same way, ``FitOptions.drift_allowance``); their
   median widths beside; ``cov-0`` with no drift allowance at all (the exact-model band);
 * ``knee``: fits that only the past-the-knee rule (``fit.too_early``) keeps from claiming A,
   ``k-cov`` / ``k>.02`` their A intervals' coverage and misses: the evidence for that rule;
@@ -50,6 +51,7 @@ import sys
 import time
 import warnings
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -63,7 +65,7 @@ from sampled_runs import FAMILIES, draw_params, make_sampled  # noqa: E402
 
 from scalewatch.server.fitting import FitOptions, FitResult, fit_curve, predict_interval  # noqa: E402
 from scalewatch.server.fitting.fit import ID_MAX_WIDTH, prepare, withheld_because  # noqa: E402
-from scalewatch.server.fitting.hindcast import hindcast_of, learn_drift_rate  # noqa: E402
+from scalewatch.server.fitting.hindcast import hindcasts_of, learn_drift_allowance  # noqa: E402
 from scalewatch.server.fitting.paper import fit_baseline  # noqa: E402
 
 WINDOWS = (1.5, 2.0, 3.0, 5.0)
@@ -91,23 +93,30 @@ def oracle_sd(p: dict, reps: int, rng: np.random.Generator) -> dict[float, float
     return {w: float(np.std(err[w], ddof=1)) if len(err[w]) >= 3 else np.inf for w in WINDOWS}
 
 
-def interval_at_end(res: FitResult, run: dict, drift: float | None) -> tuple[float, float] | None:
-    """The forecast interval at the run's end, with the drift allowance ``drift`` instead of
-    the fit's own (None: the fit's).  Same arithmetic as a fit with ``drift_rate=drift``."""
+Allowance = Callable[[float], "float | None"]
+
+
+def interval_at_end(res: FitResult, run: dict, allowance: Allowance
+                    ) -> tuple[float, float] | None:
+    """The forecast interval at the run's end, with the drift rate ``allowance`` gives for the
+    forecast's distance beyond its window instead of the fit's own (None: the fit's).  Same
+    arithmetic as a fit with ``drift_rate`` that rate."""
     if res.predicted_interval is None:
         return None
+    drift = (allowance(float(np.log(run["end"] / res.fit_range[1])))
+             if res.fit_range is not None and res.fit_range[1] > 0 else None)
     if drift is None or res.break_ is not None:
         return res.predicted_interval
     lo, hi = predict_interval(replace(res, drift_sd=drift), [run["end"]])
     return (float(lo[0]), float(hi[0]))
 
 
-def evaluate(run: dict, w: float, drift: float | None, paper: bool) -> dict:
+def evaluate(run: dict, w: float, drift: Allowance, paper: bool) -> dict:
     res = fit_curve(run["c"], run["y"], opts(run, w))
     ci_a = (res.ci or {}).get("A") if res.status == "ok" else None
     out = dict(status=res.status, pred=res.predicted_at_target, ci_a=ci_a,
                piv=res.predicted_interval, piv_prj=interval_at_end(res, run, drift),
-               piv0=interval_at_end(res, run, 0.0))
+               piv0=interval_at_end(res, run, lambda _: 0.0))
     # A claim the past-the-knee rule (``fit.too_early``) alone withholds: its evidence here.
     codes = [r["code"] for r in (res.withheld or {}).get("reasons", [])]
     out["form"] = res.status == "unidentified" and "model form" in res.message
@@ -131,11 +140,15 @@ def simulate(family: str, n: int, seed: int, oracle_reps: int, paper_every: int
     rng = np.random.default_rng([seed, FAMILIES.index(family)])
     runs = [make_sampled(draw_params(family, rng), rng) for _ in range(n)]
     # The family is a project: each run's drift allowance is learned from the others' hindcasts.
-    hind = [hindcast_of(r["c"], r["y"], FitOptions(r0=r["r0"], warmup=r["warmup"]))
+    hind = [hindcasts_of(r["c"], r["y"], FitOptions(r0=r["r0"], warmup=r["warmup"]))
             for r in runs]
     records = []
     for i, run in enumerate(runs):
-        drift = learn_drift_rate([h for j, h in enumerate(hind) if j != i])
+        others = [h for j, h in enumerate(hind) if j != i]
+
+        def drift(beyond: float, others: list = others) -> float | None:
+            return learn_drift_allowance(others, beyond)
+
         sds = oracle_sd(run["params"], oracle_reps, rng)
         for w in WINDOWS:
             out = evaluate(run, w, drift, paper_every > 0 and i % paper_every == 0)

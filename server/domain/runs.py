@@ -139,9 +139,11 @@ class FitInputs(BaseModel):
     target_compute: float | None = None
     fit_settings: dict[str, Any] = Field(default_factory=dict)
     status: str | None = None
-    # Noise posteriors (rho mean, sd), hindcasts, B intervals of the identified ones.
+    # Noise posteriors (rho mean, sd), hindcasts, B intervals of the identified ones. A run's
+    # hindcasts: one (miss, sd, beyond) per horizon (hindcast.HORIZON_FRACTIONS order), None
+    # where that cut had no band.
     project_noise: list[tuple[float, float]] | None = None
-    project_hindcasts: list[tuple[float, float, float]] | None = None
+    project_hindcasts: list[list[tuple[float, float, float] | None]] | None = None
     project_b: list[Any] | None = None
 
 

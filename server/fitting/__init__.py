@@ -49,10 +49,11 @@ How ``method="default"`` fits (modules in brackets):
    posterior median of the curve; the band (:func:`predict_band`) its quantiles.  The
    *prediction* interval (``predicted_interval``, :func:`predict_interval`) adds evaluation
    noise and, beyond the window, a misspecification allowance learned on real curves
-   (``FitOptions.drift_rate``) [intervals] -- or, once a project has 19 finished runs, the
-   rate its own runs needed beyond their half-run forecasts (their *hindcasts*: a
-   split-conformal rank, so the promise of 95% holds for the project's runs whatever the
-   shape of their misses) [hindcast].
+   (``FitOptions.drift_rate``) [intervals] -- or, once a project has 19 finished runs, what
+   its own runs needed beyond their forecasts from 1/2, 1/3 and 1/5 of their compute (their
+   *hindcasts*: a split-conformal rank per horizon, so the promise of 95% holds for the
+   project's runs whatever the shape of their misses), taken at the forecast's own distance
+   past its window (``FitOptions.drift_allowance``) [hindcast].
 6. Status: ``insufficient_data`` (< 5 usable points, < 4 distinct compute values, no upward
    signal, or a collapse with no break to report), ``unidentified`` (A's 95% interval touches
    the value range or is wider than 0.1, C_mid may lie beyond the data, the window ends short

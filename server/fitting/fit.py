@@ -11,7 +11,7 @@ from numpy.typing import ArrayLike
 from . import grid as G
 from . import lm
 from .breaks import Break, detect_break
-from .intervals import DRIFT_RATE, analyse, band, extra_half_width, posterior_summary
+from .intervals import analyse, band, drift_rate_at, extra_half_width, posterior_summary
 from .misspec import disagrees
 from .model import FloatArray, frac
 from .noise_prior import prior_record
@@ -426,7 +426,8 @@ def finish(prep: Prepared, options: FitOptions, pf: PointFit) -> FitResult:
     # Noise model (sigma, tau, t quantile) and local (Laplace) intervals; the posterior below
     # replaces the intervals when they are asked for.
     unc = analyse(prep.x, prep.y, pf.theta, fit_r0, (lo, hi))
-    drift = DRIFT_RATE if options.drift_rate is None else max(float(options.drift_rate), 0.0)
+    drift = drift_rate_at(options.drift_rate, options.drift_allowance, prep.target,
+                          None if prep.fit_range is None else prep.fit_range[1])
     c_mid = prep.c0 * float(np.exp(m))
     pred = None
     if prep.target is not None:

@@ -25,7 +25,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .fit import a_lower_bound, fit_curve, prepare, too_early, withheld_because
-from .intervals import DRIFT_RATE, M_CLIP, a_interval, at_target, q95, thin_draws
+from .intervals import M_CLIP, a_interval, at_target, drift_rate_at, q95, thin_draws
 from .pooled import Seed, sample_pooled
 from .posterior import posterior_axes
 from .result import FitOptions, FitResult
@@ -166,7 +166,7 @@ def _pooled(
     fit_range = (min(p.fit_range[0] for p in (preps[i] for i in idx)),
                  max(p.fit_range[1] for p in (preps[i] for i in idx)))
     ci = {"A": a_interval(d.a, (lo, hi)), "B": q95(d.b), "C_mid": q95(cm)}
-    drift = DRIFT_RATE if options.drift_rate is None else max(float(options.drift_rate), 0.0)
+    drift = drift_rate_at(options.drift_rate, options.drift_allowance, target, fit_range[1])
     # One seed's evaluation at the target: evaluation noise plus the seed spread of A.
     spread_var = float(np.mean(d.spread**2))
     eval_sd = float(np.sqrt(np.mean(eval_var) + spread_var))

@@ -14,24 +14,34 @@ a project's finished runs into the project's rate: the rank of their needed rate
 run exceeds with probability at most 5% (split conformal), once there are enough of them
 (``MIN_HINDCASTS``) for a rank to vouch for that.
 
-On for every project (``services/fits.drift_rate_for``), unlike the noise and B priors: a
+A finished run is cut at several fractions of its compute (``HORIZON_FRACTIONS``,
+:func:`hindcasts_of`), and :func:`allowance_knots` learns that rank per horizon: a fit takes
+the allowance at its own distance past its window (``FitOptions.drift_allowance``).  On for
+every project (``services/fits.drift_allowance_for``), unlike the noise and B priors: a
 conformal rank assumes nothing about the runs being alike, only that a new run is one more of
 them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from .fit import fit_curve
+from .intervals import allowance_rate
 from .result import FitOptions
 
 COVERAGE = 0.95  # a prediction interval's promise
 MIN_HINDCASTS = 19  # fewer finished runs cannot vouch for 95% (the default allowance stays)
+# Where a finished run is cut for its hindcasts at several horizons (fractions of its compute):
+# forecasts are made from windows that end anywhere from well before half a run to near its
+# end, and how much a run strays beyond its forecast does not grow linearly with ln(compute /
+# window end), so one horizon (half-run -> end) over-widens the others (bench/RESULTS-
+# calibration-sampled.md, round 4).
+HORIZON_FRACTIONS = (0.5, 1.0 / 3.0, 0.2)
 
 
 @dataclass(frozen=True)
@@ -47,11 +57,13 @@ class Hindcast:
         return [round(self.miss, 6), round(self.sd, 6), round(self.beyond, 6)]
 
 
-def hindcast_of(compute: ArrayLike, values: ArrayLike, options: FitOptions) -> Hindcast | None:
-    """Fit a finished run on the first half of its compute (with the run's own ``options``)
-    and compare its forecast with the mean of its last evaluations (the last 5%, at least 3).
+def hindcast_of(compute: ArrayLike, values: ArrayLike, options: FitOptions,
+                fraction: float = 0.5) -> Hindcast | None:
+    """Fit a finished run on the first ``fraction`` of its compute (half by default; with the
+    run's own ``options``) and compare its forecast with the mean of its last evaluations (the
+    last 5%, at least 3).
 
-    None when the half window gives no curve band (too few points, a flat run).
+    None when the window gives no curve band (too few points, a flat run).
     """
     from . import predict, predict_interval  # noqa: PLC0415 - the package imports this module
 
@@ -63,7 +75,8 @@ def hindcast_of(compute: ArrayLike, values: ArrayLike, options: FitOptions) -> H
         return None
     k = max(3, c.size // 20)
     at = float(c[-k:].mean())
-    half = replace(options, fit_until=float(c[-1]) / 2.0, target_compute=at, intervals=True)
+    half = replace(options, fit_until=float(c[-1]) * fraction, target_compute=at,
+                   intervals=True)
     res = fit_curve(c, y, half)
     if res.predicted_interval is None or res.fit_range is None or not res.fit_range[1] > 0:
         return None
@@ -100,3 +113,61 @@ def learn_drift_rate(hindcasts: Iterable[Hindcast | tuple[float, float, float] |
     if len(need) < MIN_HINDCASTS or rank > len(need):
         return None
     return need[rank - 1]
+
+
+def hindcasts_of(compute: ArrayLike, values: ArrayLike, options: FitOptions
+                 ) -> list[Hindcast | None]:
+    """A finished run's hindcasts from each of ``HORIZON_FRACTIONS`` of its compute, in that
+    order (None where that window gives no curve band)."""
+    return [hindcast_of(compute, values, options, f) for f in HORIZON_FRACTIONS]
+
+
+def _excess_sd(h: Hindcast) -> float:
+    """The sd beyond the exact-model interval this hindcast's miss needed (0: none)."""
+    excess = h.miss**2 - (1.96 * h.sd) ** 2
+    return float(np.sqrt(excess) / 1.96) if excess > 0 else 0.0
+
+
+def allowance_knots(runs: Iterable[Sequence[Hindcast | tuple[float, float, float] | None]]
+                    ) -> tuple[tuple[float, float], ...] | None:
+    """The drift allowance per forecast horizon that finished runs' hindcasts at several
+    horizons vouch for (per run, one per ``HORIZON_FRACTIONS`` as :func:`hindcasts_of` gives
+    them; a shorter sequence, e.g. a run stored with its half-run hindcast only, counts at the
+    horizons it has): ((horizon, sd), ...) sorted by horizon, what
+    ``FitOptions.drift_allowance`` takes and ``intervals.allowance_rate`` reads.
+
+    Per horizon, the split-conformal rank (as :func:`learn_drift_rate`) of the sd each run
+    needed beyond its exact-model interval, at the horizons' median ``beyond`` = ln(compute /
+    window end).  None when no horizon has ``MIN_HINDCASTS`` hindcasts."""
+    groups: dict[int, list[Hindcast]] = {}
+    for run in runs:
+        for i, h in enumerate(run):
+            if h is None:
+                continue
+            row = h if isinstance(h, Hindcast) else Hindcast(*map(float, h))
+            if np.isfinite(row.miss) and row.sd > 0 and row.beyond > 0:
+                groups.setdefault(i, []).append(row)
+    knots: list[tuple[float, float]] = []
+    for rows in groups.values():
+        rank = int(np.ceil(COVERAGE * (len(rows) + 1)))
+        if len(rows) < MIN_HINDCASTS or rank > len(rows):
+            continue
+        need = sorted(_excess_sd(h) for h in rows)
+        knots.append((float(np.median([h.beyond for h in rows])), need[rank - 1]))
+    return tuple(sorted(knots)) or None
+
+
+def learn_drift_allowance(runs: Iterable[Sequence[Hindcast | tuple[float, float, float] | None]],
+                          beyond: float) -> float | None:
+    """The drift rate for a forecast ``beyond`` = ln(target / window end) past its window,
+    from finished runs' hindcasts at several horizons: :func:`allowance_knots` read at
+    ``beyond`` by ``intervals.allowance_rate`` (the sd interpolated linearly in ln(compute)
+    between the horizons, from zero at the window's end, grown in proportion past the
+    farthest), as a rate (sd per unit ``beyond``) so that ``FitOptions.drift_rate`` takes it
+    unchanged at that distance.  A fit with ``FitOptions.drift_allowance`` = those knots
+    takes the same rate at its own target.  None when no horizon has ``MIN_HINDCASTS``
+    hindcasts, or ``beyond`` is not positive."""
+    if not beyond > 0:
+        return None
+    knots = allowance_knots(runs)
+    return None if knots is None else allowance_rate(knots, beyond)

@@ -157,6 +157,34 @@ def mean_noise_sd(sd: float, tau: float, k: int) -> float:
     return float(sd * np.sqrt(s) / k)
 
 
+def allowance_rate(knots: tuple[tuple[float, float], ...], beyond: float) -> float | None:
+    """The drift rate (sd per unit ``beyond``) a per-horizon allowance gives a forecast
+    ``beyond`` = ln(target / window end) past its window: the sd of ``knots`` ((horizon, sd),
+    sorted by horizon; ``hindcast.allowance_knots``) interpolated linearly from zero at the
+    window's end, grown in proportion past the farthest horizon.  None when ``beyond`` is not
+    positive (no forecast past the window) or there are no knots."""
+    if not knots or not beyond > 0:
+        return None
+    xs = [0.0] + [k[0] for k in knots]
+    ys = [0.0] + [k[1] for k in knots]
+    sd = float(np.interp(beyond, xs, ys)) if beyond <= xs[-1] else ys[-1] * beyond / xs[-1]
+    return sd / beyond
+
+
+def drift_rate_at(drift_rate: float | None, allowance: tuple[tuple[float, float], ...] | None,
+                  target: float | None, window_end: float | None) -> float:
+    """The drift rate a fit takes (``FitOptions.drift_rate``, ``drift_allowance``): an
+    explicit rate; else the per-horizon allowance at the fit's own distance from its window's
+    end to its target; else the default ``DRIFT_RATE``."""
+    if drift_rate is not None:
+        return max(float(drift_rate), 0.0)
+    if allowance and target is not None and window_end is not None and window_end > 0:
+        rate = allowance_rate(allowance, float(np.log(max(target, 1e-300) / window_end)))
+        if rate is not None:
+            return rate
+    return DRIFT_RATE
+
+
 def extra_half_width(
     q: float, sd_noise: float, sd_drift: float, log_beyond: float | FloatArray
 ) -> float | FloatArray:

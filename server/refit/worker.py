@@ -22,7 +22,7 @@ import numpy as np
 from scalewatch.server.background import PollingWorker, worker_identity
 from scalewatch.server.domain.runs import FitContext
 from scalewatch.server.fitting import FitOptions, FitResult, fit_curve
-from scalewatch.server.fitting.hindcast import hindcast_of
+from scalewatch.server.fitting.hindcast import hindcasts_of
 from scalewatch.server.refit.backfill import prefix_lengths
 from scalewatch.server.refit.groups import GroupFitListener, GroupRefits
 from scalewatch.server.services.fits import fit_options_for, fit_record, prior_source
@@ -96,15 +96,16 @@ class Refitter(PollingWorker):
 
     @staticmethod
     def _hindcast(item: DirtySeries, compute: list[float], values: list[float],
-                  options: FitOptions) -> list[float] | None:
-        """A finished run's hindcast (what its project's drift rate is learned from), or None
-        when it has too few points or the engine cannot fit its first half."""
+                  options: FitOptions) -> list[list[float] | None] | None:
+        """A finished run's hindcasts from 1/2, 1/3 and 1/5 of its compute (what its project's
+        drift allowance per horizon is learned from; ``hindcast.hindcasts_of``), each None
+        where that window gives no curve band; None when the engine fails on them."""
         try:
-            h = hindcast_of(np.asarray(compute), np.asarray(values), options)
+            hs = hindcasts_of(np.asarray(compute), np.asarray(values), options)
         except Exception:  # noqa: BLE001 - a hindcast failing must not lose the fit
             log.exception("hindcast of run %s metric %s failed", item.run_id, item.metric)
             return None
-        return None if h is None else h.as_list()
+        return [None if h is None else h.as_list() for h in hs]
 
     @staticmethod
     def _backfill(

@@ -12,7 +12,7 @@ from typing import Any, cast
 from scalewatch.server.domain.runs import FitInputs, Run
 from scalewatch.server.fitting import FitOptions, FitResult
 from scalewatch.server.fitting.b_prior import learn_b_prior, log_b_estimate
-from scalewatch.server.fitting.hindcast import learn_drift_rate
+from scalewatch.server.fitting.hindcast import allowance_knots
 from scalewatch.server.fitting.noise_prior import learn_rho_prior
 from scalewatch.server.store.base import FitStore
 from scalewatch.server.store.fit_records import FitRecord, PublicFit
@@ -41,16 +41,18 @@ def b_prior_for(context: FitInputs) -> tuple[float, float] | None:
     return None
 
 
-def drift_rate_for(context: FitInputs) -> float | None:
-    """The drift rate the project's finished runs needed beyond their own half-run forecasts
-    (``project_hindcasts``), once there are enough of them to vouch for 95%
-    (``hindcast.MIN_HINDCASTS``); else None: the default allowance.
+def drift_allowance_for(context: FitInputs) -> tuple[tuple[float, float], ...] | None:
+    """The drift allowance per forecast horizon the project's finished runs needed beyond
+    their own forecasts from 1/2, 1/3 and 1/5 of their compute (``project_hindcasts``: per
+    run, its hindcasts in ``hindcast.HORIZON_FRACTIONS`` order), at each horizon that enough
+    of them vouch for 95% (``hindcast.MIN_HINDCASTS``); else None: the default allowance.
+    A fit takes it at its own ln(target / window end) (``intervals.drift_rate_at``).
 
     On for every project, unlike the priors: it assumes nothing about the runs being alike
     (a split-conformal rank of their misses holds for any mix of them), and it is the only
     way a project whose runs follow the sigmoid gets forecast intervals as narrow as they
     can honestly be, and one whose runs drift gets intervals that hold."""
-    return learn_drift_rate(context.project_hindcasts or [])
+    return allowance_knots(context.project_hindcasts or [])
 
 
 def fit_options_for(context: FitInputs, intervals: bool = True) -> FitOptions:
@@ -66,7 +68,7 @@ def fit_options_for(context: FitInputs, intervals: bool = True) -> FitOptions:
         value_range=(float(value_range[0]), float(value_range[1])),
         intervals=intervals,
         noise_prior=noise_prior_for(context),
-        drift_rate=drift_rate_for(context),
+        drift_allowance=drift_allowance_for(context),
         # A finished run is fitted on its own B: it is what the project's prior is learned
         # from, and a prior that fed back into its own teachers would narrow on itself.
         b_prior=None if context.status == "finished" else b_prior_for(context),
@@ -75,16 +77,18 @@ def fit_options_for(context: FitInputs, intervals: bool = True) -> FitOptions:
 
 def prior_source(record: FitRecord, context: FitInputs, options: FitOptions) -> FitRecord:
     """Say in the record's ``prior`` where a learned prior came from (how many finished runs),
-    and the drift rate ``options`` took from the project's hindcasts (``drift_rate_for``) when
-    the fit has a curve that rate widens."""
+    and the drift rate the fit took from the project's hindcasts (``drift_allowance_for``, at
+    the fit's own distance past its window) when the fit has a curve that rate widens."""
     prior = record.get("prior")
     settings = context.fit_settings
     learned_from: dict[str, Any] = dict(prior) if isinstance(prior, dict) else {}
     if settings.get("noise_prior") == "project" and "rho" in learned_from:
         learned_from.update(source="project",
                             finished_runs=len(context.project_noise or []))
-    if (rate := options.drift_rate) is not None and record.get("status") in ("ok", "unidentified"):
-        learned_from["drift_rate"] = round(rate, 4)
+    rate = (record.get("internal") or {}).get("drift_sd")
+    if (options.drift_allowance is not None and rate is not None
+            and record.get("status") in ("ok", "unidentified")):
+        learned_from["drift_rate"] = round(float(rate), 4)
         learned_from["hindcasts"] = len(context.project_hindcasts or [])
     if settings.get("b_prior") == "project" and isinstance(learned_from.get("B"), dict):
         learned_from["B"] = {**learned_from["B"], "source": "project",

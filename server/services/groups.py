@@ -46,6 +46,7 @@ def group_options(members: list[dict[str, Any]], intervals: bool = True) -> FitO
         value_range=(min(o.value_range[0] for o in opts), max(o.value_range[1] for o in opts)),
         intervals=intervals,
         drift_rate=opts[0].drift_rate,
+        drift_allowance=opts[0].drift_allowance,
     )
 
 

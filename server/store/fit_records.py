@@ -113,7 +113,8 @@ def fit_summary(result: FitRecord | dict[str, Any] | None) -> dict[str, Any] | N
     internal = result.get("internal") or {}
     summary = {**{k: result.get(k) for k in SUMMARY_KEYS}, "noise_rho": internal.get("rho")}
     # hindcast: on a finished run's fit only (null: it has too few points for one), what a
-    # project's drift rate is learned from (``fitting/hindcast.py``).
+    # project's drift allowance is learned from (``fitting/hindcast.py``): one [miss, sd,
+    # beyond] per horizon (or null), or a single one in fits stored before the horizons.
     if "hindcast" in internal:
         summary["hindcast"] = internal["hindcast"]
     return summary

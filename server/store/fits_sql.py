@@ -43,6 +43,29 @@ def _add_fit(s: Session, series_id: int, record: FitRecord, has_intervals: bool)
 LEARN_FROM_NEWEST = 200
 
 
+Triple = tuple[float, float, float]
+
+
+def _triple(h: Any) -> Triple | None:
+    """One stored hindcast, [miss, sd, beyond] (``hindcast.Hindcast.as_list``), or None."""
+    if isinstance(h, list) and len(h) == 3 and all(isinstance(v, (int, float)) for v in h):
+        return float(h[0]), float(h[1]), float(h[2])
+    return None
+
+
+def stored_hindcasts(stored: Any) -> list[Triple | None] | None:
+    """A finished run's stored hindcasts, one per horizon (``hindcast.HORIZON_FRACTIONS``
+    order: from 1/2, 1/3, 1/5 of its compute; None where that window had no band).  A fit
+    stored before there were several horizons holds one triple, its half-run hindcast: read
+    as the first horizon's.  None when there is none (null: too few points)."""
+    if (single := _triple(stored)) is not None:
+        return [single]
+    if not isinstance(stored, list):
+        return None
+    rows = [_triple(h) for h in stored]
+    return rows if any(r is not None for r in rows) else None
+
+
 def finished_runs_teach(s: Session, project_id: int, metric: str,
                         but: int | None = None) -> dict[str, list[Any]]:
     """What the newest finished runs of a project (but run `but`; ``LEARN_FROM_NEWEST``)
@@ -72,8 +95,8 @@ def finished_runs_teach(s: Session, project_id: int, metric: str,
             noise.append((float(rho[0]), float(rho[1])))
         if "hindcast" not in summary:
             missing.append((int(run_id), metric))
-        elif isinstance(h := summary["hindcast"], list) and len(h) == 3 and None not in h:
-            hindcasts.append((float(h[0]), float(h[1]), float(h[2])))
+        elif (per_horizon := stored_hindcasts(summary["hindcast"])) is not None:
+            hindcasts.append(per_horizon)
     return {"noise": noise, "hindcasts": hindcasts, "missing": missing, "b": b}
 
 

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
-from scalewatch.server.fitting import FitOptions, fit_curve
+from scalewatch.server.fitting import FitOptions, fit_curve, predict_interval
 from scalewatch.server.fitting.hindcast import (
+    HORIZON_FRACTIONS,
     Hindcast,
+    allowance_knots,
     hindcast_of,
+    hindcasts_of,
+    learn_drift_allowance,
     learn_drift_rate,
     needed_rate,
 )
@@ -74,3 +80,74 @@ def test_the_rate_is_the_rank_that_vouches_for_95_percent():
     assert abs(learn_drift_rate(many) - 0.18) < 1e-9  # type: ignore[operator]
     more = many + [run_needing(0.0)] * 20  # 59 runs: the 57th smallest
     assert abs(learn_drift_rate(more) - 0.17) < 1e-9  # type: ignore[operator]
+
+
+def test_hindcasts_at_several_horizons_reach_further_the_earlier_the_cut():
+    c, y, _ = table1_run("ScaleRL", 8 * ROWS["ScaleRL"][0], seed=3)
+    hs = hindcasts_of(c, y, FitOptions())
+    assert len(hs) == len(HORIZON_FRACTIONS) and all(h is not None for h in hs)
+    assert hs[0] == hindcast_of(c, y, FitOptions())  # the first is the half-run hindcast
+    beyond = [h.beyond for h in hs if h is not None]
+    assert beyond == sorted(beyond) and beyond[0] < beyond[-1]
+
+
+def test_the_allowance_follows_what_each_horizon_needed_not_a_line_through_the_half_run():
+    # Runs that stray by an sd of 0.02 beyond half their compute, 0.022 beyond a third and
+    # 0.024 beyond a fifth (their drift levels off): one rate learned at the half-run horizon
+    # would give 0.02 / 0.7 per unit ln(compute), i.e. 0.046 at 1.6, twice what they needed.
+    def needing(sd: float, beyond: float) -> Hindcast:
+        return Hindcast(miss=1.96 * float(np.hypot(0.01, sd)), sd=0.01, beyond=beyond)
+
+    runs = [[needing(0.02, 0.7), needing(0.022, 1.1), needing(0.024, 1.6)]] * 19
+    at = {b: learn_drift_allowance(runs, b) for b in (0.35, 0.7, 0.9, 1.6, 3.2)}
+    assert all(r is not None for r in at.values())
+    assert abs(at[0.7] * 0.7 - 0.02) < 1e-9  # type: ignore[operator]
+    assert abs(at[0.35] - at[0.7]) < 1e-9  # type: ignore[operator]  # from zero at the window
+    assert abs(at[0.9] * 0.9 - 0.021) < 1e-9  # type: ignore[operator]  # between horizons
+    assert abs(at[1.6] * 1.6 - 0.024) < 1e-9  # type: ignore[operator]
+    assert abs(at[3.2] - at[1.6]) < 1e-9  # type: ignore[operator]  # in proportion past them
+    half_run_rate = learn_drift_rate([r[0] for r in runs])
+    assert half_run_rate is not None and half_run_rate * 1.6 > 1.8 * 0.024
+    # Runs that need nothing at a horizon get no allowance there.
+    follow = [[needing(0.0, 0.7), needing(0.0, 1.1), needing(0.0, 1.6)]] * 19
+    assert learn_drift_allowance(follow, 1.0) == 0.0
+
+
+def test_the_allowance_needs_enough_hindcasts_at_some_horizon():
+    runs: list[list[Hindcast | None]] = [[Hindcast(0.0, 0.01, 0.7), None, None]] * 18
+    assert learn_drift_allowance(runs, 0.7) is None  # 18 runs: no rank vouches for 95%
+    assert learn_drift_allowance(runs + [[None, None, Hindcast(0.1, 0.01, 1.6)]], 0.7) is None
+    assert learn_drift_allowance(runs + [[Hindcast(0.0, 0.01, 0.7)]], 0.7) == 0.0
+    assert learn_drift_allowance(runs * 2, 0.0) is None  # not beyond the window
+
+
+def test_a_fit_takes_the_allowance_at_its_own_horizon_as_the_bench_measures_it():
+    """``FitOptions.drift_allowance`` (what the server passes) gives the forecast interval the
+    bench's cov-prj computes: the fit's band widened by ``learn_drift_allowance`` at ln(target /
+    window end), for a near and a far target; and the default is unchanged without it."""
+    def needing(sd: float, beyond: float) -> Hindcast:
+        return Hindcast(miss=1.96 * float(np.hypot(0.01, sd)), sd=0.01, beyond=beyond)
+
+    runs = [[needing(0.02, 0.7), needing(0.03, 1.1), needing(0.024, 1.6)]] * 19
+    knots = allowance_knots(runs)
+    assert knots is not None and [k[0] for k in knots] == [0.7, 1.1, 1.6]
+    c_mid = ROWS["ScaleRL"][0]
+    c, y, _ = table1_run("ScaleRL", 8 * c_mid, seed=5)
+    rates = []
+    for target in (4 * c_mid, 8 * c_mid, 40 * c_mid):
+        base = FitOptions(fit_until=2 * c_mid, target_compute=target)
+        default = fit_curve(c, y, base)
+        learned = fit_curve(c, y, replace(base, drift_allowance=knots))
+        assert default.drift_sd == DRIFT_RATE and default.fit_range is not None
+        beyond = float(np.log(target / default.fit_range[1]))
+        rate = learn_drift_allowance(runs, beyond)
+        assert rate is not None and learned.drift_sd == rate
+        lo, hi = predict_interval(replace(default, drift_sd=rate), [target])  # the bench's
+        assert learned.predicted_interval is not None
+        assert np.allclose(learned.predicted_interval, (lo[0], hi[0]), atol=1e-12)
+        rates.append(rate)
+    assert len(set(rates)) == 3  # each target its own horizon's rate
+    # An explicit rate still wins over the learned allowance.
+    fixed = fit_curve(c, y, FitOptions(fit_until=2 * c_mid, drift_rate=0.0,
+                                       drift_allowance=knots))
+    assert fixed.drift_sd == 0.0

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 
 from scalewatch.server.db.models import Fit, Project, Run, Series
-from scalewatch.server.fitting.hindcast import MIN_HINDCASTS
-from scalewatch.server.fitting.intervals import DRIFT_RATE
+from scalewatch.server.fitting.hindcast import HORIZON_FRACTIONS, MIN_HINDCASTS, allowance_knots
+from scalewatch.server.fitting.intervals import DRIFT_RATE, allowance_rate, widen
 from scalewatch.server.fitting.synth import make_run
 from scalewatch.server.store import fits_sql
 from tests.support.polling import wait_for
@@ -146,6 +146,29 @@ def _hindcast_of(app, rid: int) -> list | None:
     return (record or {}).get("internal", {}).get("hindcast", "absent")
 
 
+def _drift_sd(app, rid: int) -> float:
+    return float(app.state.store.latest_fit(rid)[1]["internal"]["drift_sd"])
+
+
+def _learned_allowance(app, rid: int) -> tuple[tuple[float, float], ...]:
+    """The per-horizon allowance the store's finished runs teach run ``rid``'s project."""
+    with app.state.store.session() as s:
+        pid = s.get(Run, rid).project_id
+        hindcasts = fits_sql.finished_runs_teach(s, pid, METRIC, but=rid)["hindcasts"]
+    knots = allowance_knots(hindcasts)
+    assert knots is not None and len(knots) == len(HORIZON_FRACTIONS), hindcasts
+    return knots
+
+
+def _rate_at_own_horizon(app, rid: int, knots: tuple[tuple[float, float], ...]) -> float:
+    """The drift rate ``knots`` give run ``rid``'s latest fit at ln(its target / window end)."""
+    record = app.state.store.latest_fit(rid)[1]
+    rate = allowance_rate(knots, float(np.log(record["target_compute"]
+                                              / record["fit_range"][1])))
+    assert rate is not None
+    return rate
+
+
 def test_finished_runs_teach_the_project_its_drift_rate(live_app):
     """A run that finishes is fitted once more with its hindcast; with enough of them
     (``MIN_HINDCASTS``) the project's runs get a drift rate (the prior says so), with or
@@ -163,9 +186,17 @@ def test_finished_runs_teach_the_project_its_drift_rate(live_app):
         assert _hindcast_of(app, rid) == "absent"  # running: no hindcast yet
         assert client.patch(f"/api/v1/runs/{rid}", json={"status": "finished"}).status_code == 200
     for rid in finished:
-        miss, sd, beyond = wait_for(lambda rid=rid: isinstance(h := _hindcast_of(app, rid), list)
-                                    and h)
+        # One hindcast per horizon (HORIZON_FRACTIONS: cut at 1/2, 1/3, 1/5 of its compute).
+        per_horizon = wait_for(lambda rid=rid: isinstance(h := _hindcast_of(app, rid), list)
+                               and h)
+        assert len(per_horizon) == len(HORIZON_FRACTIONS), per_horizon
+        assert all(isinstance(h, list) and len(h) == 3 for h in per_horizon), per_horizon
+        miss, sd, beyond = per_horizon[0]
         assert abs(miss) < 0.1 and sd > 0 and beyond > 0
+        # An earlier cut forecasts farther past its window, with a wider exact-model band.
+        beyonds = [h[2] for h in per_horizon]
+        assert beyonds == sorted(beyonds) and len(set(beyonds)) == 3, per_horizon
+        assert all(h[1] > 0 for h in per_horizon), per_horizon
 
     # Make the first one look like a fit stored before hindcasts existed.
     with app.state.store.session() as s:
@@ -189,15 +220,18 @@ def test_finished_runs_teach_the_project_its_drift_rate(live_app):
     prior = _fitted(client, plain, 80)["prior"]
     assert prior == {"drift_rate": prior["drift_rate"], "hindcasts": MIN_HINDCASTS}, prior
     assert 0.0 <= prior["drift_rate"] < 0.5, prior
-    assert abs(app.state.store.latest_fit(plain)[1]["internal"]["drift_sd"]
-               - prior["drift_rate"]) < 1e-4
+    knots = _learned_allowance(app, plain)
+    assert abs(_drift_sd(app, plain) - _rate_at_own_horizon(app, plain, knots)) < 1e-12
+    assert abs(_drift_sd(app, plain) - prior["drift_rate"]) < 1e-4
 
-    # With the noise prior too, both are named, each with what it was learned from.
+    # With the noise prior too, both are named, each with what it was learned from; the
+    # drift rate is the allowance at this fit's own horizon (a shorter window: farther).
     opted = _run(client, "drift", "opted", fit_settings={"noise_prior": "project"})
     _post(client, opted, c[:60], y[:60])
     both = _fitted(client, opted, 60)["prior"]
     assert both["source"] == "project" and both["finished_runs"] == MIN_HINDCASTS, both
-    assert both["hindcasts"] == MIN_HINDCASTS and both["drift_rate"] == prior["drift_rate"]
+    assert both["hindcasts"] == MIN_HINDCASTS, both
+    assert both["drift_rate"] == round(_rate_at_own_horizon(app, opted, knots), 4), both
     assert both["rho"]["sd"] > 0, both
 
     # A group's pooled fit takes the project's allowance too.
@@ -208,8 +242,47 @@ def test_finished_runs_teach_the_project_its_drift_rate(live_app):
     pooled = wait_for(lambda: (f := client.get("/api/v1/groups/fit", params={
         "project": "drift", "group": "recipe"}).json()).get("fit_id") and f["n_points"] == 118
         and f)
-    assert pooled["prior"] == {"drift_rate": prior["drift_rate"],
+    # ... at its own horizon: from its window's end (the members' latest) to its target.
+    g_rate = allowance_rate(knots, float(np.log(pooled["target_compute"]
+                                                / pooled["fit_range"][1])))
+    assert g_rate is not None
+    assert pooled["prior"] == {"drift_rate": round(g_rate, 4),
                                "hindcasts": MIN_HINDCASTS}, pooled
+
+    # The width follows the horizon: the same curve forecast near (its target) and far (8 x
+    # farther) takes the learned allowance at each one's own distance past its window, and
+    # that is what widens each forecast interval.
+    c, y = _data(15, rho=0.5)
+    near = _run(client, "drift", "near")
+    far = _run(client, "drift", "far", target_compute=160000)
+    for rid in (near, far):
+        _post(client, rid, c[:80], y[:80])
+    width = {}
+    for rid in (near, far):
+        _fitted(client, rid, 80)
+        record = app.state.store.latest_fit(rid)[1]
+        beyond = float(np.log(record["target_compute"] / record["fit_range"][1]))
+        rate = _rate_at_own_horizon(app, rid, knots)
+        assert abs(record["internal"]["drift_sd"] - rate) < 1e-12
+        # The allowance's sd at this distance is the learned per-horizon one, interpolated.
+        xs, ys = [0.0, *(k[0] for k in knots)], [0.0, *(k[1] for k in knots)]
+        sd = (float(np.interp(beyond, xs, ys)) if beyond <= xs[-1]
+              else ys[-1] * beyond / xs[-1])
+        assert abs(rate * beyond - sd) < 1e-12
+        # ... and it is what widened the forecast interval (intervals.at_target's arithmetic).
+        internal = record["internal"]
+        c_lo, c_hi = internal["curve_interval"]
+        extra = float(np.hypot(internal["q"] * internal["eval_sd"], 1.96 * sd))
+        lo, hi = widen(np.array([c_lo]), np.array([c_hi]),
+                       np.array([record["predicted_at_target"]]), extra)
+        v_lo, v_hi = internal["value_range"]
+        expected = (max(float(lo[0]), v_lo), min(float(hi[0]), v_hi))
+        assert np.allclose(record["predicted_interval"], expected, atol=1e-9), (record, expected)
+        width[rid] = (record["predicted_interval"][1] - record["predicted_interval"][0], rate)
+    # Each at its own horizon, not one rate for all (these runs follow the sigmoid: the
+    # farthest cut's band held their ends, so the allowance is largest in between).
+    assert width[far][1] != width[near][1], (width, knots)
+    assert width[far][0] > width[near][0], width
 
 
 def test_fits_learn_from_the_newest_finished_runs_only(store, monkeypatch) -> None:
@@ -229,8 +302,12 @@ def test_fits_learn_from_the_newest_finished_runs_only(store, monkeypatch) -> No
             series = Series(run_id=run.id, name=METRIC)
             s.add(series)
             s.flush()
+            # r5 stored one hindcast per horizon (None: that cut had no band), the others
+            # one triple, as fits stored before there were several horizons.
+            hindcast = ([[0.05, 0.01, 0.7], None, [0.05, 0.02, 1.6]] if i == 5
+                        else [0.01 * i, 0.01, 0.5])
             fit = Fit(series_id=series.id, status="ok", n_points=100, result={},
-                      summary={"status": "ok", "hindcast": [0.01 * i, 0.01, 0.5]})
+                      summary={"status": "ok", "hindcast": hindcast})
             s.add(fit)
             s.flush()
             series.latest_fit_id = fit.id
@@ -241,5 +318,7 @@ def test_fits_learn_from_the_newest_finished_runs_only(store, monkeypatch) -> No
         taught = fits_sql.finished_runs_teach(s, pid, METRIC, but=ids[5])
         everyone = fits_sql.finished_runs_teach(s, pid, METRIC)
     # r5 is the run itself and r4 still running: the newest three others are r3, r2, r1.
-    assert [h[0] for h in taught["hindcasts"]] == [0.03, 0.02, 0.01]
-    assert [h[0] for h in everyone["hindcasts"]] == [0.05, 0.03, 0.02]
+    # Their one stored triple (a fit from before the horizons) is their half-run hindcast.
+    assert taught["hindcasts"] == [[(0.01 * i, 0.01, 0.5)] for i in (3, 2, 1)]
+    assert everyone["hindcasts"] == [[(0.05, 0.01, 0.7), None, (0.05, 0.02, 1.6)],
+                                     [(0.03, 0.01, 0.5)], [(0.02, 0.01, 0.5)]]
