@@ -305,7 +305,7 @@ class FitsMixin(SqlBase):
             names = s.scalars(select(Series.name).where(Series.run_id == run_id)).all()
             metric = resolve_fit_metric(explicit_fit_metric(run), list(names))
             # Always: the finished runs' hindcasts set every project's drift allowance
-            # (services.fits.drift_rate_for); their noise and B only the opt-in priors.
+            # (services.fits.drift_allowance_for); their noise and B only the opt-in priors.
             learned = finished_runs_teach(s, run.project_id, metric, but=run.id)
             return FitContext.model_validate({
                 "run_id": run.id,
