@@ -165,7 +165,7 @@ def test_no_mlflow_input_causes_a_server_error(fuzzed: tuple[TestClient, dict]) 
     listed = client.get("/api/v1/runs", params={"limit": 1000})
     assert listed.status_code == 200, listed.text
     for run in listed.json()["runs"]:
-        assert client.get(f"{M}/runs/get", params={"run_id": run.id}).status_code == 200
+        assert client.get(f"{M}/runs/get", params={"run_id": run["id"]}).status_code == 200
     every = client.post(f"{M}/runs/search", json={"experiment_ids": seeded["experiment_ids"]})
     assert every.status_code == 200, every.text
     assert total >= 2_000
