@@ -20,6 +20,8 @@ sigmoid puts it (a prompt set's mixture of sigmoids, say) withholds nothing.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from scipy import optimize, special
 
@@ -45,6 +47,27 @@ def _whitened_ssr(e: FloatArray, rho: float) -> float:
     return float(z @ z)
 
 
+def best_of_starts(residuals: Callable[[FloatArray], FloatArray], starts: list[FloatArray],
+                   lower: list[float], upper: list[float], fallback: FloatArray
+                   ) -> tuple[FloatArray, float]:
+    """The bounded least-squares fit of ``residuals`` with the smallest SSR over ``starts``
+    (each nudged inside the bounds): an alternative curve's likelihood surface has more than
+    one basin, so one start can stop in the wrong one.  (``fallback``, inf) when none runs."""
+    best, best_ssr = fallback, np.inf
+    lo, hi = np.array(lower) + 1e-9, np.array(upper) - 1e-9
+    for start in starts:
+        try:
+            sol = optimize.least_squares(residuals, np.clip(start, lo, hi),
+                                         bounds=(lower, upper), method="trf", x_scale="jac",
+                                         max_nfev=200)
+        except (ValueError, FloatingPointError):
+            continue
+        ssr = float(sol.fun @ sol.fun)
+        if np.isfinite(ssr) and ssr < best_ssr:
+            best, best_ssr = sol.x, ssr
+    return best, best_ssr
+
+
 def richards_fit(x: FloatArray, y: FloatArray, theta: tuple[float, float, float, float],
                  fit_r0: bool, value_range: tuple[float, float]) -> tuple[FloatArray, float]:
     """Least-squares Richards curve started from the sigmoid ``theta = (A, m, B, R0)``
@@ -54,22 +77,13 @@ def richards_fit(x: FloatArray, y: FloatArray, theta: tuple[float, float, float,
     r0_fixed = None if fit_r0 else r0
     lower = [lo, m - 10.0, 0.05, np.log(0.05)] + ([lo] if fit_r0 else [])
     upper = [hi, m + 10.0, 30.0, np.log(20.0)] + ([hi] if fit_r0 else [])
-    best, best_ssr = np.array([a, m, b, 0.0] + ([r0] if fit_r0 else [])), np.inf
+    starts = []
     for nu in (1.0, *NU_STARTS):
         # Keep the half-gain point where the sigmoid put it: frac(m')^nu = 1/2 there.
         m_start = m - float(special.logit(2.0 ** (-1.0 / nu))) / max(b, 1e-3)
-        start = np.clip(np.array([a, m_start, b, np.log(nu)] + ([r0] if fit_r0 else [])),
-                        np.array(lower) + 1e-9, np.array(upper) - 1e-9)
-        try:
-            sol = optimize.least_squares(lambda th: _richards(x, th, r0_fixed) - y, start,
-                                         bounds=(lower, upper), method="trf", x_scale="jac",
-                                         max_nfev=200)
-        except (ValueError, FloatingPointError):
-            continue
-        ssr = float(sol.fun @ sol.fun)
-        if np.isfinite(ssr) and ssr < best_ssr:
-            best, best_ssr = sol.x, ssr
-    return best, best_ssr
+        starts.append(np.array([a, m_start, b, np.log(nu)] + ([r0] if fit_r0 else [])))
+    return best_of_starts(lambda th: _richards(x, th, r0_fixed) - y, starts, lower, upper,
+                          np.array([a, m, b, 0.0] + ([r0] if fit_r0 else [])))
 
 
 def disagrees(x: FloatArray, y: FloatArray, theta: tuple[float, float, float, float],

@@ -33,10 +33,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import optimize
 
 from .intervals import lag1_rho
-from .misspec import _richards, _whitened_ssr, richards_fit
+from .misspec import _richards, _whitened_ssr, best_of_starts, richards_fit
 from .model import FloatArray, frac
 
 ALPHA_BOUNDS = (0.2, 3.0)  # the power law's decay exponents considered
@@ -67,22 +66,13 @@ def power_fit(x: FloatArray, y: FloatArray, theta: tuple[float, float, float, fl
     r0_fixed = None if fit_r0 else r0
     lower = [lo, m - 12.0, np.log(ALPHA_BOUNDS[0])] + ([lo] if fit_r0 else [])
     upper = [hi, m + 12.0, np.log(ALPHA_BOUNDS[1])] + ([hi] if fit_r0 else [])
-    best, best_ssr = np.array([a, m, 0.0] + ([r0] if fit_r0 else [])), np.inf
+    starts = []
     for alpha in ALPHA_STARTS:
         # Half the gain at the sigmoid's C_mid: (1 + C_mid / C_s)^-alpha = 1/2.
         s_start = m - float(np.log(2.0 ** (1.0 / alpha) - 1.0))
-        start = np.clip(np.array([a, s_start, np.log(alpha)] + ([r0] if fit_r0 else [])),
-                        np.array(lower) + 1e-9, np.array(upper) - 1e-9)
-        try:
-            sol = optimize.least_squares(lambda th: _power(x, th, r0_fixed) - y, start,
-                                         bounds=(lower, upper), method="trf", x_scale="jac",
-                                         max_nfev=200)
-        except (ValueError, FloatingPointError):
-            continue
-        ssr = float(sol.fun @ sol.fun)
-        if np.isfinite(ssr) and ssr < best_ssr:
-            best, best_ssr = sol.x, ssr
-    return best, best_ssr
+        starts.append(np.array([a, s_start, np.log(alpha)] + ([r0] if fit_r0 else [])))
+    return best_of_starts(lambda th: _power(x, th, r0_fixed) - y, starts, lower, upper,
+                          np.array([a, m, 0.0] + ([r0] if fit_r0 else [])))
 
 
 @dataclass(frozen=True)
