@@ -30,10 +30,11 @@ Columns, per window and family (``all`` pools the families):
   (every ``--paper-every``-th run);
 * ``cov-new``: the 95% forecast interval vs the run's final evaluation for a new project (the
   default drift allowance); ``cov-prj``: for a project with finished runs, the allowance
-  learned from their hindcasts at several horizons for the forecast's own distance beyond its
-  window (``hindcast.learn_drift_allowance``, here from the other runs of the same family,
-  leave-one-out; the server learns it the same way, ``FitOptions.drift_allowance``); their
-  median widths beside; ``cov-0`` with no drift allowance at all (the exact-model band);
+  learned from their hindcasts at several horizons (one rate ranked among all of them) for the
+  forecast's own distance beyond its window (``hindcast.learn_drift_allowance``, here from the
+  other runs of the same family, leave-one-out; the server learns it the same way,
+  ``FitOptions.drift_allowance``); their median widths beside; ``cov-0`` with no drift
+  allowance at all (the exact-model band);
 * ``knee``: fits that only the past-the-knee rule (``fit.too_early``) keeps from claiming A,
   ``k-cov`` / ``k>.02`` their A intervals' coverage and misses: the evidence for that rule;
 * ``form``: fits withheld because other saturating curves fit the window as well and level

@@ -15,8 +15,9 @@ run exceeds with probability at most 5% (split conformal), once there are enough
 (``MIN_HINDCASTS``) for a rank to vouch for that.
 
 A finished run is cut at several fractions of its compute (``HORIZON_FRACTIONS``,
-:func:`hindcasts_of`), and :func:`allowance_knots` learns that rank per horizon: a fit takes
-the allowance at its own distance past its window (``FitOptions.drift_allowance``).  On for
+:func:`hindcasts_of`), and :func:`allowance_knots` learns that rank among the rates all those
+hindcasts needed, pooled over the horizons: a fit takes the allowance at its own distance past
+its window (``FitOptions.drift_allowance``).  On for
 every project (``services/fits.drift_allowance_for``), unlike the noise and B priors: a
 conformal rank assumes nothing about the runs being alike, only that a new run is one more of
 them.
@@ -136,25 +137,42 @@ def allowance_knots(runs: Iterable[Sequence[Hindcast | tuple[float, float, float
     horizons it has): ((horizon, sd), ...) sorted by horizon, what
     ``FitOptions.drift_allowance`` takes and ``intervals.allowance_rate`` reads.
 
-    Per horizon, the split-conformal rank (as :func:`learn_drift_rate`) of the sd each run
-    needed beyond its exact-model interval, at the horizons' median ``beyond`` = ln(compute /
-    window end).  None when no horizon has ``MIN_HINDCASTS`` hindcasts."""
-    groups: dict[int, list[Hindcast]] = {}
+    One rate for all horizons: the split-conformal rank (as :func:`learn_drift_rate`) of the
+    rates (sd beyond the exact-model interval per unit ln(compute / window end)) every
+    hindcast of every run needed, pooled over the horizons; the knots are that rate times each
+    horizon's median ``beyond``.  Why pooled and not a rank per horizon (round 4): a project
+    has a few dozen finished runs, and for k < 39 the rank ceil(0.95 (k + 1)) is the k-th of
+    k, the largest miss, so every knot was set by its one worst run (forecasts from 5 x C_mid
+    covered 98% where 95% is promised); pooling the horizons puts the rank among three times
+    as many hindcasts, off the extreme (``bench/RESULTS-calibration-sampled.md``, round 5).
+    The price: one run's three hindcasts are not independent draws, so the 95% is the pooled
+    rank's, not an exact conformal guarantee; and one rate means the allowance grows linearly
+    with the distance past the window (measured: it covers 93-96% per window there).
+    None with fewer than ``MIN_HINDCASTS`` runs that have a hindcast."""
+    rows: list[list[tuple[int, Hindcast]]] = []
     for run in runs:
+        kept: list[tuple[int, Hindcast]] = []
         for i, h in enumerate(run):
             if h is None:
                 continue
             row = h if isinstance(h, Hindcast) else Hindcast(*map(float, h))
             if np.isfinite(row.miss) and row.sd > 0 and row.beyond > 0:
-                groups.setdefault(i, []).append(row)
-    knots: list[tuple[float, float]] = []
-    for rows in groups.values():
-        rank = int(np.ceil(COVERAGE * (len(rows) + 1)))
-        if len(rows) < MIN_HINDCASTS or rank > len(rows):
-            continue
-        need = sorted(_excess_sd(h) for h in rows)
-        knots.append((float(np.median([h.beyond for h in rows])), need[rank - 1]))
-    return tuple(sorted(knots)) or None
+                kept.append((i, row))
+        if kept:
+            rows.append(kept)
+    if len(rows) < MIN_HINDCASTS:
+        return None
+    need = sorted(_excess_sd(h) / h.beyond for kept_run in rows for _, h in kept_run)
+    rank = int(np.ceil(COVERAGE * (len(need) + 1)))
+    if rank > len(need):
+        return None
+    rate = need[rank - 1]
+    horizons: dict[int, list[float]] = {}
+    for kept_run in rows:
+        for i, h in kept_run:
+            horizons.setdefault(i, []).append(h.beyond)
+    return tuple(sorted((float(np.median(b)), rate * float(np.median(b)))
+                        for b in horizons.values()))
 
 
 def learn_drift_allowance(runs: Iterable[Sequence[Hindcast | tuple[float, float, float] | None]],
@@ -163,10 +181,11 @@ def learn_drift_allowance(runs: Iterable[Sequence[Hindcast | tuple[float, float,
     from finished runs' hindcasts at several horizons: :func:`allowance_knots` read at
     ``beyond`` by ``intervals.allowance_rate`` (the sd interpolated linearly in ln(compute)
     between the horizons, from zero at the window's end, grown in proportion past the
-    farthest), as a rate (sd per unit ``beyond``) so that ``FitOptions.drift_rate`` takes it
-    unchanged at that distance.  A fit with ``FitOptions.drift_allowance`` = those knots
-    takes the same rate at its own target.  None when no horizon has ``MIN_HINDCASTS``
-    hindcasts, or ``beyond`` is not positive."""
+    farthest: with the pooled rate, that rate at every distance), as a rate (sd per unit
+    ``beyond``) so that ``FitOptions.drift_rate`` takes it unchanged at that distance.  A fit
+    with ``FitOptions.drift_allowance`` = those knots takes the same rate at its own target.
+    None with fewer than ``MIN_HINDCASTS`` finished runs that have a hindcast, or when
+    ``beyond`` is not positive."""
     if not beyond > 0:
         return None
     knots = allowance_knots(runs)
