@@ -169,8 +169,7 @@ def predict_interval(
     ``n_evals=k``: the mean of ``k`` consecutive evaluations around there (their evaluation
     noise partly averages out, less so the more it is autocorrelated).  It is the curve band
     of :func:`predict_band` widened by the evaluation noise and, beyond the fit window, by the
-    misspecification allowance (``drift_sd`` per unit ln(compute / window end), or the sd a
-    project's finished runs learned at each point's own horizon, ``drift_knots``); NaN where
+    misspecification allowance (``drift_sd`` per unit ln(compute / window end)); NaN where
     there is no band.  ``misspecification=False`` leaves the allowance out: the interval is
     then exact-model statistics only (~95% when the curve really is a sigmoid; the default is
     somewhat wider there, by design).
@@ -185,8 +184,7 @@ def predict_interval(
     with np.errstate(divide="ignore"):
         beyond = np.log(np.maximum(c, 1e-300) / result.fit_range[1])
     half = extra_half_width(result.q, mean_noise_sd(result.eval_sd, result.tau or 1.0, n_evals),
-                            (result.drift_sd or 0.0) if misspecification else 0.0, beyond,
-                            result.drift_knots if misspecification else ())
+                            (result.drift_sd or 0.0) if misspecification else 0.0, beyond)
     p_lo, p_hi = widen(lo, hi, centre, half)
     v_lo, v_hi = result.value_range
     return np.maximum(p_lo, v_lo), np.minimum(p_hi, v_hi)

@@ -11,14 +11,7 @@ from numpy.typing import ArrayLike
 from . import grid as G
 from . import lm
 from .breaks import Break, detect_break
-from .intervals import (
-    analyse,
-    band,
-    drift_knots_of,
-    drift_rate_at,
-    extra_half_width,
-    posterior_summary,
-)
+from .intervals import analyse, band, drift_rate_at, extra_half_width, posterior_summary
 from .misspec import disagrees
 from .model import FloatArray, frac
 from .noise_prior import prior_record
@@ -445,7 +438,6 @@ def finish(prep: Prepared, options: FitOptions, pf: PointFit) -> FitResult:
         fit_range=prep.fit_range, target_compute=prep.target, rmse=rmse, method="default",
         a_fit=a, sigma=unc.sigma, tau=unc.tau, ssr=pf.ssr, value_range=(lo, hi),
         eval_sd=unc.eval_sd, drift_sd=drift, q=unc.q,
-        drift_knots=drift_knots_of(options.drift_rate, options.drift_allowance),
     )
     # No signal: the fitted gain is not clearly above the noise of the mean level.
     gain_floor = max(2.0 * unc.q * unc.sigma * np.sqrt(unc.tau / n), 0.005)

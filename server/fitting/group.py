@@ -25,15 +25,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .fit import a_lower_bound, fit_curve, prepare, too_early, withheld_because
-from .intervals import (
-    M_CLIP,
-    a_interval,
-    at_target,
-    drift_knots_of,
-    drift_rate_at,
-    q95,
-    thin_draws,
-)
+from .intervals import M_CLIP, a_interval, at_target, drift_rate_at, q95, thin_draws
 from .pooled import Seed, sample_pooled
 from .posterior import posterior_axes
 from .result import FitOptions, FitResult
@@ -199,7 +191,7 @@ def _pooled(
             [float(fits[i].sigma) ** 2 for i in idx]))),  # type: ignore[arg-type]
         tau=float(np.mean([float(fits[i].tau) for i in idx])),  # type: ignore[arg-type]
         eval_sd=eval_sd, drift_sd=drift, q=q, curve_interval=curve_iv, value_range=(lo, hi),
-        draws=draws, drift_knots=drift_knots_of(options.drift_rate, options.drift_allowance),
+        draws=draws,
     )
     k = len(idx)
     spread = {"n": k, "sd": float(np.median(d.spread)) if k >= 2 else None,

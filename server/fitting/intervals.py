@@ -157,32 +157,18 @@ def mean_noise_sd(sd: float, tau: float, k: int) -> float:
     return float(sd * np.sqrt(s) / k)
 
 
-def allowance_sd(rate: float, log_beyond: float | FloatArray,
-                 knots: tuple[tuple[float, float], ...] = ()) -> float | FloatArray:
-    """The misspecification allowance's sd at ``log_beyond`` = ln(C / window end) (zero
-    inside the window).  With per-horizon ``knots`` ((horizon, sd), sorted by horizon;
-    ``hindcast.allowance_knots``): their sd interpolated linearly from zero at the window's
-    end, grown in proportion past the farthest horizon -- each point at its own horizon, so a
-    band drawn past or short of the fit's target is not scaled by the target's rate.  Without
-    knots: ``rate`` per unit ``log_beyond``."""
-    beyond = np.maximum(log_beyond, 0.0)
-    if not knots:
-        return rate * beyond
-    xs = np.array([0.0] + [k[0] for k in knots])
-    ys = np.array([0.0] + [k[1] for k in knots])
-    far = ys[-1] * beyond / xs[-1]
-    sd = np.where(beyond <= xs[-1], np.interp(beyond, xs, ys), far)
-    return float(sd) if np.ndim(sd) == 0 else sd
-
-
 def allowance_rate(knots: tuple[tuple[float, float], ...], beyond: float) -> float | None:
     """The drift rate (sd per unit ``beyond``) a per-horizon allowance gives a forecast
-    ``beyond`` = ln(target / window end) past its window (:func:`allowance_sd` / ``beyond``).
-    None when ``beyond`` is not positive (no forecast past the window) or there are no
-    knots."""
+    ``beyond`` = ln(target / window end) past its window: the sd of ``knots`` ((horizon, sd),
+    sorted by horizon; ``hindcast.allowance_knots``) interpolated linearly from zero at the
+    window's end, grown in proportion past the farthest horizon.  None when ``beyond`` is not
+    positive (no forecast past the window) or there are no knots."""
     if not knots or not beyond > 0:
         return None
-    return float(allowance_sd(0.0, beyond, knots)) / beyond
+    xs = [0.0] + [k[0] for k in knots]
+    ys = [0.0] + [k[1] for k in knots]
+    sd = float(np.interp(beyond, xs, ys)) if beyond <= xs[-1] else ys[-1] * beyond / xs[-1]
+    return sd / beyond
 
 
 def drift_rate_at(drift_rate: float | None, allowance: tuple[tuple[float, float], ...] | None,
@@ -199,25 +185,16 @@ def drift_rate_at(drift_rate: float | None, allowance: tuple[tuple[float, float]
     return DRIFT_RATE
 
 
-def drift_knots_of(drift_rate: float | None, allowance: tuple[tuple[float, float], ...] | None
-                   ) -> tuple[tuple[float, float], ...]:
-    """The per-horizon allowance a fit keeps for its predictions away from the target
-    (``FitResult.drift_knots``): the project's knots unless an explicit rate overrides them."""
-    return tuple(allowance) if drift_rate is None and allowance else ()
-
-
 def extra_half_width(
-    q: float, sd_noise: float, sd_drift: float, log_beyond: float | FloatArray,
-    knots: tuple[tuple[float, float], ...] = (),
+    q: float, sd_noise: float, sd_drift: float, log_beyond: float | FloatArray
 ) -> float | FloatArray:
     """95% half-width of what a prediction adds to the curve band: noise and drift allowance.
 
     ``log_beyond`` = ln(C / C_end) of the prediction point (negative inside the window); the
     noise takes the fit's t quantile ``q``, the drift (a property of the run family, not
-    estimated from this run) the normal one: ``sd_drift`` per unit ``log_beyond``, or the
-    per-horizon ``knots`` when a project's finished runs learned them (:func:`allowance_sd`).
+    estimated from this run) the normal one.
     """
-    return np.hypot(q * sd_noise, 1.96 * allowance_sd(sd_drift, log_beyond, knots))
+    return np.hypot(q * sd_noise, 1.96 * sd_drift * np.maximum(log_beyond, 0.0))
 
 
 def widen(

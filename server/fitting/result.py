@@ -6,7 +6,7 @@ API, and whether run lists (the summary) and fit histories carry it. ``to_dict``
 ``PUBLIC_KEYS``, the store's summary and history rows (``server/store/fit_records.py``) and the
 API's pydantic models (``server/api/schemas/fit_shapes.py``) are all derived from it, so a new
 field is declared here once. The one mirror Python's type system needs, the ``FitJSON``
-TypedDict below, is pinned to the fields by ``tests/server/test_fit_shape.py``.
+TypedDict below, is pinned to the fields by ``tests/fitting/test_fit_shape.py``.
 """
 
 from __future__ import annotations
@@ -144,9 +144,6 @@ VALUE_RANGE = Codec(list, _value_range, tuple[float, float])
 PARAMETER_SETS = Codec(lambda ps: [[round(float(v), 7) for v in p] for p in ps],
                        lambda ps: tuple(_params(p) for p in ps or ()),
                        list[tuple[float, float, float, float]])
-KNOTS = Codec(lambda ks: [[float(h), float(sd)] for h, sd in ks],
-              lambda ks: tuple((float(h), float(sd)) for h, sd in ks or ()),
-              list[tuple[float, float]])
 
 
 @dataclass(frozen=True)
@@ -260,10 +257,6 @@ class FitResult:
     eval_sd: float | None = field(default=None, metadata=internal_field(NUMBER))
     # misspecification allowance per unit ln(C / window end)
     drift_sd: float | None = field(default=None, metadata=internal_field(NUMBER))
-    # The per-horizon allowance it came from, ((horizon, sd), ...), when a project's finished
-    # runs learned one: a prediction at any compute takes the sd at its own horizon
-    # (``intervals.allowance_sd``); ``drift_sd`` is the rate at the target only.
-    drift_knots: tuple[Pair, ...] = field(default=(), metadata=internal_field(KNOTS))
     q: float | None = field(default=None, metadata=internal_field(NUMBER))  # the 95% t quantile
     # posterior (mean, sd) of the noise's AR(1) coefficient
     rho: Pair | None = field(default=None, metadata=internal_field(INTERVAL))

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from scalewatch.server.fitting import FitOptions, FitResult, fit_curve, predict_interval
+from scalewatch.server.fitting import FitOptions, fit_curve, predict_interval
 from scalewatch.server.fitting.hindcast import (
     HORIZON_FRACTIONS,
     Hindcast,
@@ -161,34 +161,3 @@ def test_a_fit_takes_the_allowance_at_its_own_horizon_as_the_bench_measures_it()
     fixed = fit_curve(c, y, FitOptions(fit_until=2 * c_mid, drift_rate=0.0,
                                        drift_allowance=knots))
     assert fixed.drift_sd == 0.0
-
-
-def test_a_prediction_away_from_the_target_takes_its_own_horizons_allowance():
-    """The learned allowance is kept with the fit (``drift_knots``): a prediction interval at
-    a compute short of or past the fit's target takes the sd learned at that compute's own
-    distance from the window, not the target's rate scaled; it survives the stored JSON."""
-    def needing(sd: float, beyond: float) -> Hindcast:
-        return Hindcast(miss=1.96 * float(np.hypot(0.01, sd)), sd=0.01, beyond=beyond)
-
-    knots = allowance_knots([[needing(0.03, 0.7), needing(0.032, 1.1), needing(0.034, 1.6)]] * 19)
-    assert knots is not None
-    c_mid = ROWS["ScaleRL"][0]
-    c, y, _ = table1_run("ScaleRL", 8 * c_mid, seed=5)
-    fit = fit_curve(c, y, FitOptions(fit_until=2 * c_mid, target_compute=8 * c_mid,
-                                     drift_allowance=knots))
-    assert fit.drift_knots == knots and fit.fit_range is not None
-    back = FitResult.from_dict(fit.to_dict(internal=True))
-    assert back.drift_knots == knots
-    at_target = predict_interval(fit, [8 * c_mid])
-    assert np.allclose(at_target, predict_interval(replace(fit, drift_knots=()), [8 * c_mid]),
-                       atol=1e-12)  # at the target both readings agree
-    for where in (3 * c_mid, 40 * c_mid):
-        own = learn_drift_allowance([[needing(0.03, 0.7), needing(0.032, 1.1),
-                                      needing(0.034, 1.6)]] * 19,
-                                    float(np.log(where / fit.fit_range[1])))
-        assert own is not None
-        want = predict_interval(replace(fit, drift_knots=(), drift_sd=own), [where])
-        np.testing.assert_allclose(predict_interval(back, [where]), want, atol=1e-12)
-        # ... which is not what the target's rate scaled to that horizon gives.
-        old = predict_interval(replace(fit, drift_knots=()), [where])
-        assert not np.allclose(old, want, atol=1e-4)
