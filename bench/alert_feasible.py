@@ -78,7 +78,8 @@ def _stat(c: np.ndarray, y: np.ndarray, start: int, scale: np.ndarray, sigma: fl
 def delay(run: dict, y: np.ndarray, start: int, fa: float, n_null: int,
           rng: np.random.Generator) -> tuple[int | None, float]:
     """(delay in evaluations from ``start``, or None; the threshold) of the feasible oracle on
-    the values ``y`` of ``run`` at false-alarm rate ``fa`` a run."""
+    the values ``y`` of ``run`` at false-alarm rate ``fa`` a run.  On a stable run (``y`` its
+    own values) a delay is a false alarm: the check that the threshold holds its rate."""
     c, truth, sd = run["c"], run["truth"], run["noise_sd"]
     p = run["params"]
     prompts = p["noise"] == "prompts"

@@ -123,6 +123,9 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--feasible", type=int, default=300,
                     help="with --sampled: simulated stable runs per threshold of the feasible "
                          "(fitted-curve) oracle, bench/alert_feasible.py (0: not run)")
+    ap.add_argument("--feasible-check", type=int, default=0,
+                    help="with --sampled: count the feasible oracle's false alarms on this many "
+                         "of the stable runs (a check of its threshold)")
     args = ap.parse_args(argv)
     rng = np.random.default_rng(args.seed)
     t0 = time.perf_counter()
@@ -134,7 +137,8 @@ def main(argv: list[str]) -> int:
 
         alerts_sampled.run_sampled(args.stable, args.broken, args.oracle, args.seed,
                                    args.stable_alarms, ints(args.only_stable),
-                                   ints(args.only_changed), args.feasible)
+                                   ints(args.only_changed), args.feasible,
+                                   args.feasible_check)
         print(f"({time.perf_counter() - t0:.0f} s)")
         return 0
     print(f"asymptote_drop (delta {PARAMS['delta']}), refit after every evaluation, "

@@ -131,13 +131,15 @@ def _ratio(ours: int | None, oracle: int | None, remaining: int) -> float:
 
 def run_sampled(stable: int, broken: int, n_null: int, seed: int,
                 stable_alarms: int | None = None, only_stable: set[int] | None = None,
-                only_changed: set[int] | None = None, feasible: int = 300) -> None:
+                only_changed: set[int] | None = None, feasible: int = 300,
+                feasible_check: int = 0) -> None:
     """``stable_alarms``: the false alarms already measured on these stable runs (same seed
     and engine): the stable runs are drawn but not replayed, to re-measure the changed runs
     alone.  ``only_stable`` / ``only_changed``: replay only these indices (every run is still
     drawn, so the others stay the same runs); ``stable_alarms`` then counts the runs not
     replayed.  ``feasible``: simulated stable runs per threshold of ``alert_feasible``'s
-    oracle (0: not run)."""
+    oracle (0: not run); ``feasible_check``: on how many stable runs to count its own false
+    alarms."""
     rng = np.random.default_rng([seed, 34])
     alarms = 0 if stable_alarms is None else stable_alarms
     stable_runs = []
@@ -170,6 +172,14 @@ def run_sampled(stable: int, broken: int, n_null: int, seed: int,
           f"{alarms} of {stable} is the median outcome; {n_null} simulated stable runs per "
           f"threshold); the ramp oracle at it raised {own} false alarms on the same "
           f"{stable} stable runs", flush=True)
+    if feasible_check:
+        checked = stable_runs[:feasible_check]
+        own_f = sum(alert_feasible.delay(
+            run, run["y"], int(np.searchsorted(run["c"], run["end"] / 2)), fa, feasible,
+            np.random.default_rng([seed, 34, 3, j]))[0] is not None
+            for j, run in enumerate(checked))
+        print(f"  the feasible oracle at {fa:.2%} raised {own_f} false alarms on the first "
+              f"{len(checked)} stable runs (expected {fa * len(checked):.1f})", flush=True)
     print("    #  kind      family           noise     n   size  ours  oracle(known)  "
           "oracle(ramp)  feasible  ours/ramp  ours/feasible  (its threshold, z)")
     ratios: dict[str, list[float]] = {"broken": [], "drifting": []}
