@@ -26,8 +26,11 @@ like_for_like_rate``: 0 of 200 is 0.35%, not 1/200, which would grant the oracle
 alarm where we raised none); the ramp oracle's own false alarms on the same stable runs at
 that threshold are printed as a check.  Two oracles as in ``alert_oracle``: the change
 known exactly but not its onset (the Neyman-Pearson bound), and a ramp of unknown size.
+A third, *feasible* oracle (``alert_feasible``) knows the noise and when the change starts
+but must fit the curve (a sigmoid, to the points before the change), as a product detector
+must: the gap between it and the others is what an estimated curve costs by itself.
 Printed per run: our delay (evaluations from the change's start to the alert) beside the
-oracles'; then the share of runs we detect no later than 1.25 x the ramp oracle's delay.
+oracles'; then the share of runs we detect no later than 1.25 x each oracle's delay.
 """
 
 from __future__ import annotations
