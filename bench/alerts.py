@@ -115,14 +115,30 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--stable-alarms", type=int, default=None,
                     help="with --sampled: false alarms already measured on the stable runs of "
                          "this seed and engine; they are not replayed (changed runs only)")
+    ap.add_argument("--only-stable", type=str, default=None,
+                    help="with --sampled: comma-separated stable-run indices to replay (the "
+                         "others are drawn, not replayed; --stable-alarms counts them)")
+    ap.add_argument("--only-changed", type=str, default=None,
+                    help="with --sampled: comma-separated changed-run indices to replay")
+    ap.add_argument("--feasible", type=int, default=300,
+                    help="with --sampled: simulated stable runs per threshold of the feasible "
+                         "(fitted-curve) oracle, bench/alert_feasible.py (0: not run)")
+    ap.add_argument("--feasible-check", type=int, default=0,
+                    help="with --sampled: count the feasible oracle's false alarms on this many "
+                         "of the stable runs (a check of its threshold)")
     args = ap.parse_args(argv)
     rng = np.random.default_rng(args.seed)
     t0 = time.perf_counter()
     if args.sampled:
         import alerts_sampled  # noqa: PLC0415 (imports this module)
 
+        def ints(v: str | None) -> set[int] | None:
+            return None if v is None else {int(t) for t in v.split(",") if t}
+
         alerts_sampled.run_sampled(args.stable, args.broken, args.oracle, args.seed,
-                                   args.stable_alarms)
+                                   args.stable_alarms, ints(args.only_stable),
+                                   ints(args.only_changed), args.feasible,
+                                   args.feasible_check)
         print(f"({time.perf_counter() - t0:.0f} s)")
         return 0
     print(f"asymptote_drop (delta {PARAMS['delta']}), refit after every evaluation, "

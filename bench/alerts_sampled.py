@@ -26,12 +26,16 @@ like_for_like_rate``: 0 of 200 is 0.35%, not 1/200, which would grant the oracle
 alarm where we raised none); the ramp oracle's own false alarms on the same stable runs at
 that threshold are printed as a check.  Two oracles as in ``alert_oracle``: the change
 known exactly but not its onset (the Neyman-Pearson bound), and a ramp of unknown size.
+A third, *feasible* oracle (``alert_feasible``) knows the noise and when the change starts
+but must fit the curve (a sigmoid, to the points before the change), as a product detector
+must: the gap between it and the others is what an estimated curve costs by itself.
 Printed per run: our delay (evaluations from the change's start to the alert) beside the
-oracles'; then the share of runs we detect no later than 1.25 x the ramp oracle's delay.
+oracles'; then the share of runs we detect no later than 1.25 x each oracle's delay.
 """
 
 from __future__ import annotations
 
+import alert_feasible
 import alert_oracle
 import numpy as np
 from alerts import FIRST, replay
@@ -129,10 +133,16 @@ def _ratio(ours: int | None, oracle: int | None, remaining: int) -> float:
 
 
 def run_sampled(stable: int, broken: int, n_null: int, seed: int,
-                stable_alarms: int | None = None) -> None:
+                stable_alarms: int | None = None, only_stable: set[int] | None = None,
+                only_changed: set[int] | None = None, feasible: int = 300,
+                feasible_check: int = 0) -> None:
     """``stable_alarms``: the false alarms already measured on these stable runs (same seed
     and engine): the stable runs are drawn but not replayed, to re-measure the changed runs
-    alone."""
+    alone.  ``only_stable`` / ``only_changed``: replay only these indices (every run is still
+    drawn, so the others stay the same runs); ``stable_alarms`` then counts the runs not
+    replayed.  ``feasible``: simulated stable runs per threshold of ``alert_feasible``'s
+    oracle (0: not run); ``feasible_check``: on how many stable runs to count its own false
+    alarms."""
     rng = np.random.default_rng([seed, 34])
     alarms = 0 if stable_alarms is None else stable_alarms
     stable_runs = []
@@ -140,13 +150,14 @@ def run_sampled(stable: int, broken: int, n_null: int, seed: int,
         fam = FAMILIES[i % len(FAMILIES)]
         run = sampled_run(fam, rng, stable=True)
         stable_runs.append(run)
-        if stable_alarms is not None:
+        if stable_alarms is not None and (only_stable is None or i not in only_stable):
             continue
         why: list[str] = []
         opened = replay(run["c"], run["y"], run["end"], why)
         if opened:
             alarms += 1
             p = run["params"]
+            print(f"   stable run {i}:", end="")
             noise = (f"AR(1) sd {p['sd']:.3f} rho {p['rho']:.2f}" if p["noise"] == "ar1"
                      else f"{p['n_prompts']} prompts")
             print(f"   false alarm: {fam} / {noise} ({p['n_evals']} evals, A {p['a']:.2f}, "
@@ -164,15 +175,27 @@ def run_sampled(stable: int, broken: int, n_null: int, seed: int,
           f"{alarms} of {stable} is the median outcome; {n_null} simulated stable runs per "
           f"threshold); the ramp oracle at it raised {own} false alarms on the same "
           f"{stable} stable runs", flush=True)
-    print("    kind      family           noise     n   size  ours  oracle(known)  "
-          "oracle(ramp)  ours/ramp")
+    if feasible_check:
+        checked = stable_runs[:feasible_check]
+        own_f = sum(alert_feasible.delay(
+            run, run["y"], int(np.searchsorted(run["c"], run["end"] / 2)), fa, feasible,
+            np.random.default_rng([seed, 34, 3, j]))[0] is not None
+            for j, run in enumerate(checked))
+        print(f"  the feasible oracle at {fa:.2%} raised {own_f} false alarms on the first "
+              f"{len(checked)} stable runs (expected {fa * len(checked):.1f})", flush=True)
+    print("    #  kind      family           noise     n   size  ours  oracle(known)  "
+          "oracle(ramp)  feasible  ours/ramp  ours/feasible  (its threshold, z)")
     ratios: dict[str, list[float]] = {"broken": [], "drifting": []}
+    vs_known: dict[str, list[float]] = {"broken": [], "drifting": []}
+    vs_feasible: dict[str, list[float]] = {"broken": [], "drifting": []}
     early = 0
     for i in range(2 * broken):
         kind = "broken" if i % 2 == 0 else "drifting"
         fam = FAMILIES[(i // 2) % len(FAMILIES)]
         run = sampled_run(fam, rng)
         y, start, size, length = with_change(run, kind, rng)
+        if only_changed is not None and i not in only_changed:
+            continue
         opened = replay(run["c"], y, run["end"])
         early += any(o <= start for o in opened)
         after = [o for o in opened if o > start]
@@ -185,18 +208,32 @@ def run_sampled(stable: int, broken: int, n_null: int, seed: int,
         known, ramp = oracle_delays(run, y, start, shape, fa, n_null, oracle_rng)
         ratio = _ratio(ours, ramp, y.size - start)
         ratios[kind].append(ratio)
+        vs_known[kind].append(_ratio(ours, known, y.size - start))
+        feas: int | None = None
+        h_feas = np.nan
+        if feasible:
+            feas, h_feas = alert_feasible.delay(run, y, start, fa, feasible,
+                                           np.random.default_rng([seed, 34, 2, i]))
+        vs_feasible[kind].append(_ratio(ours, feas, y.size - start) if feasible else np.nan)
         p = run["params"]
 
         def show(d: int | None) -> str:
             return "never" if d is None else str(d)
 
-        print(f"    {kind:9s} {fam:16s} {p['noise']:8s} {y.size:4d}  {size:.3f}  "
-              f"{show(ours):>5}  {show(known):>13}  {show(ramp):>12}  {ratio:9.2f}"
+        print(f"   {i:2d}  {kind:9s} {fam:16s} {p['noise']:8s} {y.size:4d}  {size:.3f}  "
+              f"{show(ours):>5}  {show(known):>13}  {show(ramp):>12}  "
+              f"{show(feas) if feasible else '-':>8}  "
+              f"{ratio:9.2f}  {vs_feasible[kind][-1]:13.2f}  (feasible h {h_feas:.2f})"
               + ("  (and an alarm before the change)" if any(o <= start for o in opened)
                  else ""), flush=True)
     print(f"  changed runs with an alarm before their change: {early}")
     for kind, r in ratios.items():
         r_a = np.array(r)
+        if not r_a.size:
+            continue
+        k_a, f_a = np.array(vs_known[kind]), np.array(vs_feasible[kind])
         print(f"  {kind:8s}: detected no later than 1.25 x the ramp oracle on "
-              f"{int(np.sum(r_a <= 1.25))} of {r_a.size} runs; median ratio "
-              f"{np.median(r_a):.2f}")
+              f"{int(np.sum(r_a <= 1.25))} of {r_a.size} runs (median ratio "
+              f"{np.median(r_a):.2f}); 1.25 x the known-shape oracle on "
+              f"{int(np.sum(k_a <= 1.25))}; 1.25 x the feasible (fitted-curve) oracle on "
+              f"{int(np.sum(f_a <= 1.25))}")
