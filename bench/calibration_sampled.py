@@ -65,7 +65,12 @@ from calibration import _pct, _q  # noqa: E402
 from sampled_runs import FAMILIES, draw_params, make_sampled  # noqa: E402
 
 from scalewatch.server.fitting import FitOptions, FitResult, fit_curve, predict_interval  # noqa: E402
-from scalewatch.server.fitting.fit import ID_MAX_WIDTH, prepare, withheld_because  # noqa: E402
+from scalewatch.server.fitting.fit import (  # noqa: E402
+    ID_MAX_WIDTH,
+    MIN_POINTS,
+    prepare,
+    withheld_because,
+)
 from scalewatch.server.fitting.hindcast import hindcasts_of, learn_drift_allowance  # noqa: E402
 from scalewatch.server.fitting.paper import fit_baseline  # noqa: E402
 
@@ -130,8 +135,11 @@ def evaluate(run: dict, w: float, drift: Allowance, paper: bool) -> dict:
     out["ls"] = ls.predicted_at_target
     if paper:
         o = opts(run, w, "paper")
-        pr = fit_baseline(prepare(run["c"], run["y"], o), o, exact=False)
-        out["paper"] = pr.predicted_at_target
+        prep = prepare(run["c"], run["y"], o)
+        # fit_curve refuses a window this short; called directly (for exact=False), the
+        # paper's method must be refused it here: no forecast, as fit_curve would give.
+        pr = fit_baseline(prep, o, exact=False) if prep.y.size >= MIN_POINTS else None
+        out["paper"] = None if pr is None else pr.predicted_at_target
     return out
 
 
