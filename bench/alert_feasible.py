@@ -27,16 +27,15 @@ from __future__ import annotations
 import numpy as np
 from alert_oracle import _whiten
 from scipy.optimize import least_squares
-from scipy.special import expit
 
+from scalewatch.server.fitting.model import curve
 from scalewatch.server.fitting.synth import ar1
 
 
 def _sigmoid(c: np.ndarray, th: np.ndarray) -> np.ndarray:
+    """The engine's curve at ``th`` = (A, ln C_mid, B, R0): C_mid is fitted on a log scale."""
     a, m, b, r0 = th
-    with np.errstate(divide="ignore"):
-        x = np.log(np.where(c > 0, c, 1.0))
-    return np.where(c > 0, r0 + (a - r0) * expit(b * (x - m)), r0)
+    return curve(c, a, b, float(np.exp(m)), r0)
 
 
 def fit_prefix(c: np.ndarray, y: np.ndarray) -> np.ndarray:
