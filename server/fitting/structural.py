@@ -21,13 +21,10 @@ residuals whitened with the noise's AR(1) coefficient (persistent evaluation noi
 evidence of a shape) is within ``AIC_SLACK`` of the sigmoid's.  A's interval is then widened to
 cover each counted alternative's own 95% interval for its ceiling (its linearised standard
 error with the AR(1)-inflated residual variance, and at least the sigmoid's width on each
-side); the generalised logistic, which nests the sigmoid, adds its standard error only when
-the data prefer it (``NESTED``), and otherwise its ceiling with the sigmoid's widths.
-On the tuning rows of ``bench/calibration_sampled.py`` (RESULTS there), of the 6 claims that
-missed their limit by more than 0.02, the alternatives' point ceilings alone left 3; with their
-own uncertainty 2 (both of one 22-evaluation run; 3 with ``NESTED``, the same run).  When the
-widened interval is wider than a claim allows, A is withheld: the window cannot say which
-ceiling the run has.
+side).  On the tuning rows of ``bench/calibration_sampled.py`` (RESULTS there), of the 6
+claims that missed their limit by more than 0.02, the alternatives' point ceilings alone left
+3; with their own uncertainty 2 (both of one 22-evaluation run).  When the widened interval
+is wider than a claim allows, A is withheld: the window cannot say which ceiling the run has.
 """
 
 from __future__ import annotations
@@ -48,14 +45,6 @@ ALPHA_STARTS = (0.5, 1.5)
 # run came out 2.5 worse than the sigmoid on its window.  (2 to 10 changed nothing on the
 # tuning rows but one late-drift claim.)
 AIC_SLACK = 4.0
-# Alternatives that nest the sigmoid (one more parameter, the sigmoid at one value of it): the
-# fit of such a curve is never worse, so its AIC is at most 2 above the sigmoid's and it always
-# "fits about as well".  Its point ceiling still counts (what the extra shape says the window
-# allows), but its own standard error only when the data prefer it (AIC below the sigmoid's):
-# otherwise the extra parameter is uninformative (Arnold 2010) and its five-parameter interval
-# would widen every claim on an exact sigmoid (bench/calibration.py, Table-1 shapes: A claimed
-# at 3 x C_mid on 25% of runs, against 42% without; RESULTS-calibration-sampled, round 6).
-NESTED = frozenset({"richards"})
 MIN_POINTS = 12  # fewer points cannot weigh one shape against another
 Z95 = 1.96
 
@@ -162,7 +151,7 @@ def weigh(x: FloatArray, y: FloatArray, theta: tuple[float, float, float, float]
     lo, hi = ci_a
     down, up = max(a_centre - lo, 0.0), max(hi - a_centre, 0.0)
     for alt in counted:
-        own = Z95 * alt.a_sd if own_sd and (alt.name not in NESTED or alt.d_aic <= 0.0) else 0.0
+        own = Z95 * alt.a_sd if own_sd else 0.0
         lo, hi = min(lo, alt.a - max(down, own)), max(hi, alt.a + max(up, own))
     lo, hi = max(lo, value_range[0]), min(hi, value_range[1])
     return ModelForm((lo, hi), counted, tuple(weighed), fits["richards"])
