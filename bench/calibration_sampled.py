@@ -39,7 +39,10 @@ Columns, per window and family (``all`` pools the families):
   ``k-cov`` / ``k>.02`` their A intervals' coverage and misses: the evidence for that rule;
 * ``form``: fits withheld because other saturating curves fit the window as well and level
   off elsewhere (``fitting/structural.py``: A's interval with the model form's uncertainty
-  is wider than a claim allows).
+  is wider than a claim allows);
+* ``id-prj``, ``cl-prj``, ``Acov-p``, ``>.02-p``: ``ident``, ``claims``, ``A-cov`` and ``>.02``
+  for a project with finished runs, whose learned drift allowance (the other runs of the
+  family, as for ``cov-prj``) a claim of A carries (``intervals.a_with_drift``).
 
 The baseline (the engine as landed, 8e9e025) and later measurements are in ``bench/RESULTS-
 calibration-sampled.md``.
@@ -71,7 +74,11 @@ from scalewatch.server.fitting.fit import (  # noqa: E402
     prepare,
     withheld_because,
 )
-from scalewatch.server.fitting.hindcast import hindcasts_of, learn_drift_allowance  # noqa: E402
+from scalewatch.server.fitting.hindcast import (  # noqa: E402
+    allowance_knots,
+    hindcasts_of,
+    learn_drift_allowance,
+)
 from scalewatch.server.fitting.paper import fit_baseline  # noqa: E402
 
 WINDOWS = (1.5, 2.0, 3.0, 5.0)
@@ -117,10 +124,19 @@ def interval_at_end(res: FitResult, run: dict, allowance: Allowance
     return (float(lo[0]), float(hi[0]))
 
 
-def evaluate(run: dict, w: float, drift: Allowance, paper: bool) -> dict:
+def evaluate(run: dict, w: float, drift: Allowance, paper: bool,
+             knots: tuple[tuple[float, float], ...] | None = None) -> dict:
     res = fit_curve(run["c"], run["y"], opts(run, w))
     ci_a = (res.ci or {}).get("A") if res.status == "ok" else None
-    out = dict(status=res.status, pred=res.predicted_at_target, ci_a=ci_a,
+    # The same run in a project with finished runs (``knots``: the drift allowance their
+    # hindcasts set, as the server passes it): A's claim carries that allowance
+    # (``intervals.a_with_drift``), which can only withhold a claim the default fit makes, so
+    # only those are refitted.
+    ci_prj = ci_a
+    if ci_a is not None and knots is not None:
+        prj = fit_curve(run["c"], run["y"], opts(run, w, drift_allowance=knots))
+        ci_prj = (prj.ci or {}).get("A") if prj.status == "ok" else None
+    out = dict(status=res.status, pred=res.predicted_at_target, ci_a=ci_a, ci_prj=ci_prj,
                piv=res.predicted_interval, piv_prj=interval_at_end(res, run, drift),
                piv0=interval_at_end(res, run, lambda _: 0.0))
     # A claim the past-the-knee rule (``fit.too_early``) alone withholds: its evidence here.
@@ -158,9 +174,10 @@ def simulate(family: str, n: int, seed: int, oracle_reps: int, paper_every: int
         def drift(beyond: float, others: list = others) -> float | None:
             return learn_drift_allowance(others, beyond)
 
+        knots = allowance_knots(others)
         sds = oracle_sd(run["params"], oracle_reps, rng)
         for w in WINDOWS:
-            out = evaluate(run, w, drift, paper_every > 0 and i % paper_every == 0)
+            out = evaluate(run, w, drift, paper_every > 0 and i % paper_every == 0, knots)
             records.append(dict(out, family=family, window=w, run=run, drift=drift, index=i,
                                 oracle=2 * 1.96 * sds[w] <= ID_MAX_WIDTH))
     return records
@@ -169,9 +186,11 @@ def simulate(family: str, n: int, seed: int, oracle_reps: int, paper_every: int
 def metrics(rec: list[dict]) -> dict[str, str]:
     claims = [r for r in rec if r["status"] == "ok" and r["ci_a"]]
 
-    def miss(r: dict) -> float:
-        lo, hi = r["ci_a"]
+    def miss(r: dict, key: str = "ci_a") -> float:
+        lo, hi = r[key]
         return max(lo - r["run"]["a_true"], r["run"]["a_true"] - hi, 0.0)
+
+    prj = [r for r in rec if r.get("ci_prj")]
 
     def err(key: str) -> list[float]:
         return [abs(r[key] - r["run"]["truth_end"]) for r in rec if r.get(key) is not None]
@@ -188,7 +207,10 @@ def metrics(rec: list[dict]) -> dict[str, str]:
         lo, hi = r["knee_ci_a"]
         return max(lo - r["run"]["a_true"], r["run"]["a_true"] - hi, 0.0)
 
-    return {"form": f"{sum(bool(r.get('form')) for r in rec):4d}",
+    return {"id-prj": _pct([bool(r.get("ci_prj")) for r in rec]), "cl-prj": f"{len(prj):4d}",
+            "Acov-p": _pct([miss(r, "ci_prj") == 0.0 for r in prj]),
+            ">.02-p": f"{sum(miss(r, 'ci_prj') > MISS for r in prj):4d}",
+            "form": f"{sum(bool(r.get('form')) for r in rec):4d}",
             "knee": f"{len(knee):4d}", "k-cov": _pct([knee_miss(r) == 0.0 for r in knee]),
             "k>.02": f"{sum(knee_miss(r) > MISS for r in knee):4d}",
             "cov-0": _pct(cov("piv0")),
@@ -203,7 +225,8 @@ def metrics(rec: list[dict]) -> dict[str, str]:
 
 
 COLS = ("n", "ident", "oracle", "claims", "A-cov", ">.02", "f-med", "f-p90", "LS-p90", "pap-p90",
-        "cov-new", "w-new", "cov-prj", "w-prj", "cov-0", "knee", "k-cov", "k>.02", "form")
+        "cov-new", "w-new", "cov-prj", "w-prj", "cov-0", "knee", "k-cov", "k>.02", "form",
+        "id-prj", "cl-prj", "Acov-p", ">.02-p")
 
 
 def list_misses(records: list[dict]) -> None:
@@ -218,8 +241,11 @@ def list_misses(records: list[dict]) -> None:
         if max(lo - a, a - hi) > MISS:
             p = ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
                           for k, v in r["run"]["params"].items())
+            prj = r.get("ci_prj")
+            held = ("withheld" if not prj else f"[{prj[0]:.3f}, {prj[1]:.3f}]"
+                    + (", misses" if max(prj[0] - a, a - prj[1]) > MISS else ""))
             print(f"  {r['family']:16s} run {r['index']:3d} at {r['window']:g} x: "
-                  f"A in [{lo:.3f}, {hi:.3f}], limit {a:.3f}; {p}")
+                  f"A in [{lo:.3f}, {hi:.3f}], limit {a:.3f} (project: {held}); {p}")
 
 
 def table(title: str, records: list[dict], families: list[str]) -> None:

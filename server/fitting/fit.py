@@ -11,7 +11,15 @@ from numpy.typing import ArrayLike
 from . import grid as G
 from . import lm
 from .breaks import Break, detect_break
-from .intervals import analyse, band, drift_rate_at, extra_half_width, posterior_summary
+from .intervals import (
+    a_with_drift,
+    allowance_at_reach,
+    analyse,
+    band,
+    drift_rate_at,
+    extra_half_width,
+    posterior_summary,
+)
 from .misspec import disagrees
 from .model import FloatArray, frac
 from .noise_prior import prior_record
@@ -402,6 +410,17 @@ def form_too_wide(form: ModelForm, value_range: tuple[float, float]) -> str | No
             f"[{a_lo:.3f}, {a_hi:.3f}], wider than a claim allows ({ID_MAX_WIDTH:g})")
 
 
+def drift_too_wide(wide: tuple[float, float], drift_sd: float,
+                   value_range: tuple[float, float]) -> str | None:
+    """Why A, narrow on its own, cannot be claimed once its interval carries the project's
+    learned drift allowance (``intervals.a_with_drift``, interval ``wide``), or None."""
+    if not drift_sd > 0 or withheld_because(wide, None, None, value_range) is None:
+        return None
+    return (f"is narrow, but this project's finished runs strayed past their own forecasts: "
+            f"with the drift they showed (sd {drift_sd:.3f} at this run's reach) A lies in "
+            f"[{wide[0]:.3f}, {wide[1]:.3f}], wider than a claim allows ({ID_MAX_WIDTH:g})")
+
+
 def a_lower_bound(ci_a: tuple[float, float], draws: Any, fit_end: float | None) -> float:
     """A lower bound on a withheld A.
 
@@ -476,7 +495,7 @@ def finish(prep: Prepared, options: FitOptions, pf: PointFit) -> FitResult:
     # that fits significantly better and levels off elsewhere (misspec.disagrees, only on a
     # fit about to claim A: it costs three small least-squares fits).
     mis = misfit(prep.x, prep.y, pf.theta, fit_r0)
-    other_shape = model_form = None
+    other_shape = model_form = drifted = None
     if why is None and mis is None:
         # The model form's uncertainty (structural.py): the saturating curves that fit the
         # window about as well level off elsewhere; A's interval is widened to them.  Not
@@ -491,7 +510,17 @@ def finish(prep: Prepared, options: FitOptions, pf: PointFit) -> FitResult:
                 ci_a = form.ci_a
                 if ci is not None:
                     ci = dict(ci, A=ci_a)
-        why = other_shape or model_form
+        if other_shape is None and model_form is None:
+            # A project whose finished runs strayed past their own forecasts vouches for no
+            # ceiling closer than that drift (intervals.a_with_drift).
+            drift_sd = allowance_at_reach(options.drift_allowance, prep.target, fit_end)
+            wide = a_with_drift(ci_a, a_point, drift_sd, (lo, hi))
+            drifted = drift_too_wide(wide, drift_sd, (lo, hi))
+            if drifted is None:
+                ci_a = wide
+                if ci is not None:
+                    ci = dict(ci, A=ci_a)
+        why = other_shape or model_form or drifted
     if why is not None or mis is not None:
         lower = a_lower_bound(ci_a, draws, fit_end)
         a_lo, a_hi = ci_a
@@ -506,7 +535,7 @@ def finish(prep: Prepared, options: FitOptions, pf: PointFit) -> FitResult:
             message=message, draws=draws,
             withheld=explain(prep.x, draws, fit_r0, ci_a, None if ci is None else ci["C_mid"],
                              c_mid, fit_end, (lo, hi), common.get("rho"), RULES, mis, message,
-                             other_shape, model_form),
+                             other_shape, model_form or drifted),
             **common)
     return FitResult(
         status="ok", A=a_point, A_lower_bound=ci_a[0], ci=ci, predicted_at_target=pred,

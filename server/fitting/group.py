@@ -24,8 +24,17 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .fit import a_lower_bound, fit_curve, prepare, too_early, withheld_because
-from .intervals import M_CLIP, a_interval, at_target, drift_rate_at, q95, thin_draws
+from .fit import a_lower_bound, drift_too_wide, fit_curve, prepare, too_early, withheld_because
+from .intervals import (
+    M_CLIP,
+    a_interval,
+    a_with_drift,
+    allowance_at_reach,
+    at_target,
+    drift_rate_at,
+    q95,
+    thin_draws,
+)
 from .pooled import Seed, sample_pooled
 from .posterior import posterior_axes
 from .result import FitOptions, FitResult
@@ -182,6 +191,12 @@ def _pooled(
     a_med = float(np.median(d.a))
     why = (withheld_because(ci["A"], ci["C_mid"], fit_range[1], (lo, hi))
            or too_early(float(np.median(cm)), fit_range[1]))
+    if why is None:  # as a run's claim: with the drift the project's finished runs showed
+        drift_sd = allowance_at_reach(options.drift_allowance, target, fit_range[1])
+        wide = a_with_drift(ci["A"], a_med, drift_sd, (lo, hi))
+        why = drift_too_wide(wide, drift_sd, (lo, hi))
+        if why is None:
+            ci["A"] = wide
     common: dict[str, Any] = dict(
         B=float(np.median(d.b)), C_mid=float(np.median(cm)), R0=float(np.median(r0_mean)),
         r0_source=sources.pop() if len(sources) == 1 else "fitted", ci=ci,

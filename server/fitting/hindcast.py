@@ -17,7 +17,9 @@ run exceeds with probability at most 5% (split conformal), once there are enough
 A finished run is cut at several fractions of its compute (``HORIZON_FRACTIONS``,
 :func:`hindcasts_of`), and :func:`allowance_knots` learns that rank among the rates all those
 hindcasts needed, pooled over the horizons: a fit takes the allowance at its own distance past
-its window (``FitOptions.drift_allowance``).  On for
+its window (``FitOptions.drift_allowance``), and a claim of A carries it at the run's
+target (``intervals.a_with_drift``: a project whose runs drift past their forecasts cannot
+vouch for a ceiling any closer than that).  On for
 every project (``services/fits.drift_allowance_for``), unlike the noise and B priors: a
 conformal rank assumes nothing about the runs being alike, only that a new run is one more of
 them.

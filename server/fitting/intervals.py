@@ -48,7 +48,8 @@ N_STORED = 400  # posterior draws kept in the result (bands after a reload)
 # from the 47 public real curves (bench/calibration.py --learn-drift, leave-one-out: each
 # run's allowance learned on the other 46): the smallest rate that their forecast misses
 # beyond the curve and noise intervals need, at the 95th percentile.  It applies to
-# prediction intervals only (what the run will show), never to A's interval.
+# prediction intervals only (what the run will show), never to A's interval; a project's own
+# learned allowance (hindcasts of its finished runs) widens a claim of A too (a_with_drift).
 DRIFT_RATE = 0.03
 M_CLIP = 30.0  # |ln(C_mid / c0)| beyond this is meaningless (and overflows)
 # Model error of the ceiling.  An evaluation set mixes prompts of different difficulty, so its
@@ -183,6 +184,42 @@ def drift_rate_at(drift_rate: float | None, allowance: tuple[tuple[float, float]
         if rate is not None:
             return rate
     return DRIFT_RATE
+
+
+def allowance_at_reach(allowance: tuple[tuple[float, float], ...] | None, target: float | None,
+                       window_end: float | None) -> float:
+    """The sd a project's learned drift allowance (``hindcast.allowance_knots``) gives at the
+    reach a claim of A answers for: the run's target when it lies beyond the window, else the
+    farthest horizon the project's hindcasts were checked over (no target: how far its finished
+    runs vouch).  0 without an allowance, or with the target inside the window."""
+    if not allowance or window_end is None or not window_end > 0:
+        return 0.0
+    if target is not None:
+        reach = float(np.log(max(target, 1e-300) / window_end))
+    else:
+        reach = float(allowance[-1][0])
+    rate = allowance_rate(allowance, reach)
+    return 0.0 if rate is None else rate * reach
+
+
+def a_with_drift(ci_a: tuple[float, float], a_point: float, sd: float,
+                 value_range: tuple[float, float]) -> tuple[float, float]:
+    """A's interval widened on each side, in quadrature, by ``1.96 sd`` of drift beyond the
+    window (``allowance_at_reach``), kept inside the value range.
+
+    Why A's interval and not only the forecast's: a project whose finished runs strayed past
+    their own forecasts (a slow drift after the curve levelled off) cannot vouch for a ceiling
+    any closer than that.  On sampled late-drift runs (``bench/calibration_sampled.py``, 160 a
+    family, ``claims-prj``) claims whose interval missed the run's end level by more than 0.02
+    went from 13 of 187 to 1 of 142; on the families that follow their curve the learned
+    allowance is about zero and no claim changed."""
+    if not sd > 0:
+        return ci_a
+    lo, hi = value_range
+    a_lo, a_hi = ci_a
+    d = 1.96 * sd
+    return (max(a_point - float(np.hypot(a_point - a_lo, d)), lo),
+            min(a_point + float(np.hypot(a_hi - a_point, d)), hi))
 
 
 def extra_half_width(

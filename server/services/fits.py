@@ -47,7 +47,8 @@ def drift_allowance_for(context: FitInputs) -> tuple[tuple[float, float], ...] |
     ``hindcast.HORIZON_FRACTIONS`` order): one rate, the 95% conformal rank among all those
     hindcasts' needs, once enough runs vouch for it (``hindcast.MIN_HINDCASTS``), as knots
     per horizon (``hindcast.allowance_knots``); else None: the default allowance.
-    A fit takes it at its own ln(target / window end) (``intervals.drift_rate_at``).
+    A fit takes it at its own ln(target / window end) (``intervals.drift_rate_at``), for its
+    forecast interval and for a claim of A (``intervals.a_with_drift``).
 
     On for every project, unlike the priors: it assumes nothing about the runs being alike
     (a split-conformal rank of their misses holds for any mix of them), and it is the only
