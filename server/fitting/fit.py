@@ -410,11 +410,12 @@ def form_too_wide(form: ModelForm, value_range: tuple[float, float]) -> str | No
             f"[{a_lo:.3f}, {a_hi:.3f}], wider than a claim allows ({ID_MAX_WIDTH:g})")
 
 
-def drift_too_wide(wide: tuple[float, float], drift_sd: float,
-                   value_range: tuple[float, float]) -> str | None:
+def drift_too_wide(wide: tuple[float, float], drift_sd: float) -> str | None:
     """Why A, narrow on its own, cannot be claimed once its interval carries the project's
-    learned drift allowance (``intervals.a_with_drift``, interval ``wide``), or None."""
-    if not drift_sd > 0 or withheld_because(wide, None, None, value_range) is None:
+    learned drift allowance (``intervals.a_with_drift``, interval ``wide``), or None.  Only
+    the width counts: an end the widening pushed to the value range's bound was clipped there,
+    it is not the pile-up at a bound that ``withheld_because`` refuses."""
+    if not drift_sd > 0 or wide[1] - wide[0] <= ID_MAX_WIDTH:
         return None
     return (f"is narrow, but this project's finished runs strayed past their own forecasts: "
             f"with the drift they showed (sd {drift_sd:.3f} at this run's reach) A lies in "
@@ -515,7 +516,7 @@ def finish(prep: Prepared, options: FitOptions, pf: PointFit) -> FitResult:
             # ceiling closer than that drift (intervals.a_with_drift).
             drift_sd = allowance_at_reach(options.drift_allowance, prep.target, fit_end)
             wide = a_with_drift(ci_a, a_point, drift_sd, (lo, hi))
-            drifted = drift_too_wide(wide, drift_sd, (lo, hi))
+            drifted = drift_too_wide(wide, drift_sd)
             if drifted is None:
                 ci_a = wide
                 if ci is not None:

@@ -194,7 +194,7 @@ def _pooled(
     if why is None:  # as a run's claim: with the drift the project's finished runs showed
         drift_sd = allowance_at_reach(options.drift_allowance, target, fit_range[1])
         wide = a_with_drift(ci["A"], a_med, drift_sd, (lo, hi))
-        why = drift_too_wide(wide, drift_sd, (lo, hi))
+        why = drift_too_wide(wide, drift_sd)
         if why is None:
             ci["A"] = wide
     common: dict[str, Any] = dict(

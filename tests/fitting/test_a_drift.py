@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from scalewatch.server.fitting import FitOptions, fit_curve
+from scalewatch.server.fitting.fit import drift_too_wide
 from scalewatch.server.fitting.group import fit_group
 from scalewatch.server.fitting.hindcast import Hindcast, allowance_knots
 from scalewatch.server.fitting.intervals import a_with_drift, allowance_at_reach
@@ -85,9 +86,13 @@ def test_without_a_target_the_reach_is_the_farthest_the_hindcasts_checked() -> N
     assert allowance_at_reach(knots, None, 100.0) == pytest.approx(0.01 * knots[-1][0])
     assert allowance_at_reach(knots, 50.0, 100.0) == 0.0  # the target is inside the window
     assert allowance_at_reach(None, 800.0, 100.0) == 0.0
-    # Kept inside the value range.
+    # Kept inside the value range; an end clipped at the bound withholds nothing by itself,
+    # only the width does.
     assert a_with_drift((0.9, 0.98), 0.95, 0.05, (0.0, 1.0)) == (
         pytest.approx(0.95 - np.hypot(0.05, 0.098)), 1.0)
+    assert drift_too_wide(a_with_drift((0.95, 0.99), 0.97, 0.01, (0.0, 1.0)), 0.01) is None
+    assert "wider than a claim allows" in (drift_too_wide((0.85, 1.0), 0.05) or "")
+    assert drift_too_wide((0.5, 0.7), 0.0) is None  # no drift: not the drift's doing
 
 
 def test_a_recipes_pooled_claim_carries_the_drift_too() -> None:
