@@ -74,11 +74,8 @@ from scalewatch.server.fitting.fit import (  # noqa: E402
     prepare,
     withheld_because,
 )
-from scalewatch.server.fitting.hindcast import (  # noqa: E402
-    allowance_knots,
-    hindcasts_of,
-    learn_drift_allowance,
-)
+from scalewatch.server.fitting.hindcast import allowance_knots, hindcasts_of  # noqa: E402
+from scalewatch.server.fitting.intervals import allowance_rate  # noqa: E402
 from scalewatch.server.fitting.paper import fit_baseline  # noqa: E402
 
 WINDOWS = (1.5, 2.0, 3.0, 5.0)
@@ -171,10 +168,13 @@ def simulate(family: str, n: int, seed: int, oracle_reps: int, paper_every: int
     for i, run in enumerate(runs):
         others = [h for j, h in enumerate(hind) if j != i]
 
-        def drift(beyond: float, others: list = others) -> float | None:
-            return learn_drift_allowance(others, beyond)
-
+        # The allowance is learned once per left-out run; ``drift`` reads it at a distance,
+        # as ``hindcast.learn_drift_allowance`` would from ``others``.
         knots = allowance_knots(others)
+
+        def drift(beyond: float, knots: tuple | None = knots) -> float | None:
+            return None if knots is None else allowance_rate(knots, beyond)
+
         sds = oracle_sd(run["params"], oracle_reps, rng)
         for w in WINDOWS:
             out = evaluate(run, w, drift, paper_every > 0 and i % paper_every == 0, knots)

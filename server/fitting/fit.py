@@ -422,6 +422,19 @@ def drift_too_wide(wide: tuple[float, float], drift_sd: float) -> str | None:
             f"[{wide[0]:.3f}, {wide[1]:.3f}], wider than a claim allows ({ID_MAX_WIDTH:g})")
 
 
+def claim_with_drift(ci_a: tuple[float, float], a_point: float,
+                     allowance: tuple[tuple[float, float], ...] | None, target: float | None,
+                     window_end: float | None, value_range: tuple[float, float]
+                     ) -> tuple[tuple[float, float], str | None]:
+    """A's interval as a claim carries it in a project with a learned drift allowance
+    (``intervals.allowance_at_reach``, ``intervals.a_with_drift``; unchanged without one), and
+    why that interval cannot be claimed (``drift_too_wide``), or None.  For a run
+    (``finish``) and a recipe's pooled fit (``group.py``) alike."""
+    drift_sd = allowance_at_reach(allowance, target, window_end)
+    wide = a_with_drift(ci_a, a_point, drift_sd, value_range)
+    return wide, drift_too_wide(wide, drift_sd)
+
+
 def a_lower_bound(ci_a: tuple[float, float], draws: Any, fit_end: float | None) -> float:
     """A lower bound on a withheld A.
 
@@ -514,9 +527,8 @@ def finish(prep: Prepared, options: FitOptions, pf: PointFit) -> FitResult:
         if other_shape is None and model_form is None:
             # A project whose finished runs strayed past their own forecasts vouches for no
             # ceiling closer than that drift (intervals.a_with_drift).
-            drift_sd = allowance_at_reach(options.drift_allowance, prep.target, fit_end)
-            wide = a_with_drift(ci_a, a_point, drift_sd, (lo, hi))
-            drifted = drift_too_wide(wide, drift_sd)
+            wide, drifted = claim_with_drift(ci_a, a_point, options.drift_allowance,
+                                             prep.target, fit_end, (lo, hi))
             if drifted is None:
                 ci_a = wide
                 if ci is not None:

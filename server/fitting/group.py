@@ -24,17 +24,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .fit import a_lower_bound, drift_too_wide, fit_curve, prepare, too_early, withheld_because
-from .intervals import (
-    M_CLIP,
-    a_interval,
-    a_with_drift,
-    allowance_at_reach,
-    at_target,
-    drift_rate_at,
-    q95,
-    thin_draws,
-)
+from .fit import a_lower_bound, claim_with_drift, fit_curve, prepare, too_early, withheld_because
+from .intervals import M_CLIP, a_interval, at_target, drift_rate_at, q95, thin_draws
 from .pooled import Seed, sample_pooled
 from .posterior import posterior_axes
 from .result import FitOptions, FitResult
@@ -192,9 +183,8 @@ def _pooled(
     why = (withheld_because(ci["A"], ci["C_mid"], fit_range[1], (lo, hi))
            or too_early(float(np.median(cm)), fit_range[1]))
     if why is None:  # as a run's claim: with the drift the project's finished runs showed
-        drift_sd = allowance_at_reach(options.drift_allowance, target, fit_range[1])
-        wide = a_with_drift(ci["A"], a_med, drift_sd, (lo, hi))
-        why = drift_too_wide(wide, drift_sd)
+        wide, why = claim_with_drift(ci["A"], a_med, options.drift_allowance, target,
+                                     fit_range[1], (lo, hi))
         if why is None:
             ci["A"] = wide
     common: dict[str, Any] = dict(

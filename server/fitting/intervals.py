@@ -210,9 +210,9 @@ def a_with_drift(ci_a: tuple[float, float], a_point: float, sd: float,
     Why A's interval and not only the forecast's: a project whose finished runs strayed past
     their own forecasts (a slow drift after the curve levelled off) cannot vouch for a ceiling
     any closer than that.  On sampled late-drift runs (``bench/calibration_sampled.py``, 160 a
-    family, ``claims-prj``) claims whose interval missed the run's end level by more than 0.02
-    went from 13 of 187 to 1 of 142; on the families that follow their curve the learned
-    allowance is about zero and no claim changed."""
+    family, columns ``cl-prj`` and ``>.02-p``) claims whose interval missed the run's end
+    level by more than 0.02 went from 13 of 187 to 1 of 142; on the families that follow
+    their curve the learned allowance is about zero and no claim changed."""
     if not sd > 0:
         return ci_a
     lo, hi = value_range
