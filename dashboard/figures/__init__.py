@@ -29,6 +29,7 @@ from scalewatch.dashboard.figures.group import (
     spread_text,
 )
 from scalewatch.dashboard.figures.run import (
+    CAPTION_LINE,
     fit_caption,
     forecast_headline,
     history_figure,
@@ -38,6 +39,7 @@ from scalewatch.dashboard.figures.run import (
 )
 
 __all__ = [
+    "CAPTION_LINE",
     "PALETTE",
     "a_text",
     "ceiling_figure",

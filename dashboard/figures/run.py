@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import math
+import textwrap
 from typing import Any
 
 import numpy as np
@@ -52,8 +53,21 @@ def fit_caption(fit: dict[str, Any] | None, unit: str) -> str:
     elif fit.get("A") is None:
         parts.append("asymptote not identified yet")
         if fit.get("message"):  # why, in the engine's words (too wide, or too early to claim)
-            parts[-1] += "<br>" + html.escape(str(fit["message"]))
+            parts[-1] += "<br>" + wrap_caption(str(fit["message"]))
     return " · ".join(parts) + prior_caption(fit.get("prior") or {})
+
+
+# Characters a caption line may hold: a plotly annotation never wraps, so a longer line ran
+# past the chart's right edge and was cut (a withheld reason is often two or three sentences);
+# ~110 characters of the 12 px caption font fit a chart 800 px wide.
+CAPTION_LINE = 110
+
+
+def wrap_caption(text: str) -> str:
+    """``text`` escaped for a plotly annotation and broken into lines of at most
+    ``CAPTION_LINE`` characters (a longer word keeps its own line)."""
+    lines = textwrap.wrap(text, CAPTION_LINE, break_long_words=False, break_on_hyphens=False)
+    return "<br>".join(html.escape(line) for line in lines)
 
 
 def withheld_notice(fit: dict[str, Any] | None, unit: str) -> dict[str, Any] | None:

@@ -308,7 +308,14 @@ def test_fit_caption_says_why_a_is_withheld() -> None:
            "5,705)")
     fit = {"status": "unidentified", "A": None, "ci": {"A": [0.55, 0.65]}, "B": 2.1,
            "C_mid": 2282.0, "R0": 0.3, "A_lower_bound": 0.57, "message": why}
-    assert F.fit_caption(fit, "GPU-hours").endswith("asymptote not identified yet<br>" + why)
+    caption = F.fit_caption(fit, "GPU-hours")
+    head, _, said = caption.partition("asymptote not identified yet<br>")
+    assert head and said
+    # The whole reason, broken into lines a chart can show: a plotly annotation never wraps,
+    # and one line of this length ran past the chart's right edge.
+    lines = said.split("<br>")
+    assert len(lines) == 2 and all(len(line) <= F.CAPTION_LINE for line in lines)
+    assert " ".join(lines) == why
     ok = {**fit, "status": "ok", "A": 0.6, "message": ""}
     assert "<br>" not in F.fit_caption(ok, "GPU-hours")
 
