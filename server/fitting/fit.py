@@ -255,6 +255,26 @@ def _collapse(y: FloatArray) -> str | None:
     return None
 
 
+def no_signal_message(gain: float, floor: float, q: float, sigma: float, tau: float,
+                      n: int) -> str:
+    """Why a fitted gain ``A - R0`` within ``floor`` (the noise of the mean level, which grows
+    with the residuals' autocorrelation time ``tau``) is no signal.
+
+    "Flat" only when the gain would be within the noise of independent evaluations too: a run
+    that rose by 0.5 and then slid off its curve leaves residuals so persistent (``tau`` near
+    the number of evaluations) that the floor passes the gain, and calling that run flat (the
+    message before) told its user the opposite of what the chart shows."""
+    if gain < -floor:
+        return f"no signal: the metric decreases (fitted gain A - R0 = {gain:+.4f})"
+    if gain <= max(2.0 * q * sigma / np.sqrt(max(n, 1)), 0.005):
+        return f"no signal: the metric is flat (fitted gain A - R0 = {gain:+.4f})"
+    return (f"no signal the fit can trust: the fitted gain A - R0 = {gain:+.4f} is within the "
+            f"noise only because the residuals around the sigmoid are persistent "
+            f"(autocorrelation time {tau:.0f} evaluations; the window has {n}): the evaluation "
+            "noise drifts slowly, or the run does not follow a sigmoid (it rose and then slid, "
+            "or changed course)")
+
+
 def fit_curve(
     compute: ArrayLike,
     values: ArrayLike,
@@ -475,10 +495,9 @@ def finish(prep: Prepared, options: FitOptions, pf: PointFit) -> FitResult:
     # No signal: the fitted gain is not clearly above the noise of the mean level.
     gain_floor = max(2.0 * unc.q * unc.sigma * np.sqrt(unc.tau / n), 0.005)
     if a - r0 <= gain_floor:
-        what = "decreases" if a < r0 - gain_floor else "is flat"
         # No curve is reported (B and C_mid of a flat fit are meaningless).
         common.update(B=None, C_mid=None, a_fit=None)
-        msg = f"no signal: the metric {what} (fitted gain A - R0 = {a - r0:+.4f})"
+        msg = no_signal_message(a - r0, gain_floor, unc.q, unc.sigma, unc.tau, n)
         return FitResult(status="insufficient_data", message=msg, withheld=withheld_record(
             [reason("insufficient_data", msg)], None, None), **common)
 
