@@ -17,10 +17,11 @@ take their FORMAT choices from):
 
 Everything is sent through :mod:`trainer_client` (write-ahead journal, spool, retries), so a
 server outage loses nothing. A follower saves its file offsets next to the run's spool once the
-points are spooled: restarted, it resumes where it stopped; a rotated or truncated file is read
-from its start (points are upserted on (run, metric, step), so a re-read never duplicates). A
-bad line is skipped with a warning naming FILE:LINE and the lines after it are sent
-(:mod:`trainer_client.lines`).
+points are spooled: restarted, it resumes where it stopped. A file rotated (renamed, or copied
+and truncated) or rewritten is read from its start, once the lines added to it since the last
+pass are read from the rotated file next to it (``train.jsonl.1``; ``lines.LineTail``); points
+are upserted on (run, metric, step), so a re-read never duplicates. A bad line is skipped with
+a warning naming FILE:LINE and the lines after it are sent (:mod:`trainer_client.lines`).
 
 Both commands first register the run with the server (:mod:`trainer_client.preflight`): a
 refusal that asking again will not change (401, 403, 404, 422) ends them at once with the

@@ -21,9 +21,9 @@ import json
 import logging
 import math
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Generator, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from trainer_client.limits import MAX_NAME_LENGTH, MAX_STEP
 from trainer_client.records import BadLines, Follower
@@ -37,6 +37,7 @@ MAX_DEPTH = 32  # nested objects flattened into metric names ("a/b/c"): deeper i
 MAX_READ = 8 * 1024 * 1024  # bytes read per chunk
 MAX_LINE_BYTES = MAX_READ  # a line without a newline within this many bytes is skipped
 MAX_PASS_BYTES = 8 * MAX_READ  # read per pass at most (then the state is saved)
+CHECK_BYTES = 256  # bytes before the offset kept to recognise the file read so far
 
 
 class BadLine(ValueError):
@@ -158,9 +159,17 @@ def file_records(fmt: str, path: Path, step_key: str, bad: BadLines | None = Non
 
 
 class LineTail:
-    """One file followed line by line across appends, truncation and replacement (inode +
-    offset), knowing each line's number. :meth:`lines` moves past a line only when its
-    consumer asks for the next one: what was not consumed is read again."""
+    """One file followed line by line across appends, truncation and replacement, knowing each
+    line's number. :meth:`lines` moves past a line only when its consumer asks for the next
+    one: what was not consumed is read again.
+
+    The file read so far is known by its inode and by the bytes just before the offset
+    (``check``): a file truncated and written past the offset again before the next pass
+    (``copytruncate`` and a busy writer, a trainer relaunched that opens its log with "w")
+    keeps its inode and grows, and only those bytes tell that it is not the file read so far.
+    When PATH is no longer that file, the lines written to it since the last pass are read
+    first where it is now -- renamed next to PATH (logrotate ``create``: found by its inode)
+    or copied there (``copytruncate``: found by those bytes) -- then PATH from its start."""
 
     def __init__(self, path: Path, state: Mapping[str, Any] | None = None) -> None:
         self.path = path
@@ -170,27 +179,23 @@ class LineTail:
         line = state.get("line")
         self.line: int | None = int(line) if line is not None else None  # lines before offset
         self.skipping = bool(state.get("skipping", False))  # inside an over-long line
+        # The last bytes before the offset (empty: nothing read, or a state saved before they
+        # were kept).
+        self.check = bytes.fromhex(str(state.get("check", "")))
         self.missing = False
 
     def state(self) -> dict[str, Any]:
         return {"inode": self.inode, "offset": self.offset, "line": self.line,
-                "skipping": self.skipping}
+                "skipping": self.skipping, "check": self.check.hex()}
 
     def _reset(self, why: str) -> None:
         logger.info("scalewatch follow: %s %s; reading it from the start", self.path, why)
-        self.offset, self.line, self.skipping = 0, 0, False
+        self.offset, self.line, self.skipping, self.check = 0, 0, False, b""
 
-    def _count_lines(self) -> int:
-        """Lines before the offset (a state saved before line numbers were kept)."""
-        n, left = 0, self.offset
-        with open(self.path, "rb") as f:
-            while left > 0:
-                chunk = f.read(min(left, MAX_READ))
-                if not chunk:
-                    break
-                n += chunk.count(b"\n")
-                left -= len(chunk)
-        return n
+    def _consume(self, data: bytes) -> None:
+        """Move the offset past ``data``, the bytes at the offset."""
+        self.offset += len(data)
+        self.check = (self.check + data[-CHECK_BYTES:])[-CHECK_BYTES:]
 
     def _stat(self) -> os.stat_result | None:
         try:
@@ -205,54 +210,136 @@ class LineTail:
             logger.info("scalewatch follow: %s is there; reading it", self.path)
         return st
 
+    def _continues(self, path: str | os.PathLike[str]) -> bool:
+        """Whether ``path`` holds the bytes read just before the offset (True when there is
+        nothing to compare)."""
+        if not self.check:
+            return True
+        try:
+            with open(path, "rb") as f:
+                f.seek(self.offset - len(self.check))
+                return f.read(len(self.check)) == self.check
+        except OSError:
+            return False
+
+    def _rotated(self) -> tuple[Path, int] | None:
+        """(path, inode) of the file read so far, now under another name next to PATH with
+        more in it than was read: renamed (its inode, and the bytes before the offset: an
+        inode can be reused) or copied (those bytes). Only names that start with PATH's stem
+        are looked at (train.jsonl.1, train.jsonl-20261204, train-20261204.jsonl)."""
+        found: list[tuple[bool, float, Path, int]] = []
+        try:
+            entries = list(os.scandir(self.path.parent))
+        except OSError:
+            return None
+        for entry in entries:
+            if entry.name == self.path.name or not entry.name.startswith(self.path.stem):
+                continue
+            try:
+                renamed = entry.inode() == self.inode
+                if not (renamed or self.check) or not entry.is_file():
+                    continue  # a copy is known only by the bytes read
+                st = entry.stat()
+            except OSError:
+                continue
+            if st.st_size > self.offset and self._continues(entry.path):
+                found.append((renamed, st.st_mtime, Path(entry.path), entry.inode()))
+        if not found:
+            return None
+        _, _, path, inode = max(found)  # the renamed file, else the newest copy
+        return path, inode
+
     def lines(self) -> Iterator[tuple[int, bytes | None]]:
         """(line number, the line's bytes) of each complete new line; bytes None for a line
         longer than MAX_LINE_BYTES (skipped up to its newline once the consumer moves on)."""
         st = self._stat()
         if st is None:
             return
-        if st.st_ino != self.inode:
-            if self.inode is not None:
-                self._reset("was replaced")
+        if self.inode is None:
             self.inode, self.offset, self.line, self.skipping = st.st_ino, 0, 0, False
-        elif st.st_size < self.offset:
-            self._reset("was truncated")
-        if self.line is None:
-            self.line = self._count_lines()
-        budget = MAX_PASS_BYTES
-        while budget > 0 and st.st_size > self.offset:
-            try:
-                with open(self.path, "rb") as f:
-                    f.seek(self.offset)
-                    data = f.read(MAX_READ)
-            except OSError:
-                return
-            budget -= len(data)
-            if self.skipping:  # the rest of an over-long line: drop it up to its newline
-                end = data.find(b"\n")
-                self.offset += len(data) if end < 0 else end + 1
-                self.skipping = end < 0
-                continue
-            start = 0
-            while True:
-                end = data.find(b"\n", start)
-                if end < 0:
-                    break
-                lineno = self.line + 1
-                yield lineno, data[start:end]
-                self.offset += end + 1 - start  # consumed: past its newline
-                self.line = lineno
-                start = end + 1
-            if start == 0 and len(data) >= MAX_LINE_BYTES:
-                yield self.line + 1, None  # no newline in a whole chunk: an over-long line
-                self.offset += len(data)
-                self.line += 1
-                self.skipping = True
-            elif start == 0 or len(data) < MAX_READ:
-                return  # a partial last line: wait for the rest of it
+            self.check = b""
+        elif st.st_ino != self.inode or st.st_size < self.offset or (
+                st.st_size > self.offset and not self._continues(self.path)):
+            why = ("was replaced" if st.st_ino != self.inode else
+                   "was truncated" if st.st_size < self.offset else "was rewritten")
+            rotated = self._rotated()
+            if rotated is not None:
+                logger.info("scalewatch follow: %s %s; first reading what was added to it "
+                            "before, from %s", self.path, why, rotated[0])
+                if not (yield from self._read(*rotated)):
+                    return  # more than a pass: the next one finds it again and goes on
+            self._reset(why)
+            # PATH looked at again: taking the inode of the first look would name the file
+            # just read if PATH was replaced meanwhile, and it would be read again.
             st = self._stat()
             if st is None:
+                self.inode = None  # the next pass takes whatever file is there from its start
                 return
+            self.inode = st.st_ino
+        yield from self._read(self.path, st.st_ino)
+
+    def _read(self, path: Path, inode: int) -> Generator[tuple[int, bytes | None], None, bool]:
+        """The complete lines of ``path`` past the offset, read from one open file (``inode``;
+        a file replaced since it was looked at is left to the next pass); True when they
+        were all read, False when the pass's budget ran out or the file could not be read."""
+        try:
+            f = open(path, "rb")  # noqa: SIM115 - closed by the with below, also on close()
+        except OSError:
+            return False
+        with f:
+            try:
+                if os.fstat(f.fileno()).st_ino != inode:
+                    return False
+                if self.line is None:  # a state saved before line numbers were kept
+                    self.line = _count_lines(f, self.offset)
+            except OSError:
+                return False
+            budget = MAX_PASS_BYTES
+            while budget > 0:
+                try:
+                    f.seek(self.offset)
+                    data = f.read(MAX_READ)
+                except OSError:
+                    return False
+                if not data:
+                    return True
+                budget -= len(data)
+                if self.skipping:  # the rest of an over-long line: drop it up to its newline
+                    end = data.find(b"\n")
+                    self._consume(data if end < 0 else data[: end + 1])
+                    self.skipping = end < 0
+                    continue
+                start = 0
+                while True:
+                    end = data.find(b"\n", start)
+                    if end < 0:
+                        break
+                    lineno = self.line + 1
+                    yield lineno, data[start:end]
+                    self._consume(data[start : end + 1])  # consumed: past its newline
+                    self.line = lineno
+                    start = end + 1
+                if start == 0 and len(data) >= MAX_LINE_BYTES:
+                    yield self.line + 1, None  # no newline in a whole chunk: an over-long line
+                    self._consume(data)
+                    self.line += 1
+                    self.skipping = True
+                elif start == 0 or len(data) < MAX_READ:
+                    return True  # a partial last line: wait for the rest of it
+            return False
+
+
+def _count_lines(f: BinaryIO, offset: int) -> int:
+    """Lines before ``offset`` in ``f``."""
+    n, left = 0, offset
+    f.seek(0)
+    while left > 0:
+        chunk = f.read(min(left, MAX_READ))
+        if not chunk:
+            break
+        n += chunk.count(b"\n")
+        left -= len(chunk)
+    return n
 
 
 class LineFollower(Follower):

@@ -1,0 +1,128 @@
+"""Followers against the ways log files really change under them, with real files and a real
+server: a file rotated by rename (logrotate ``create``) or by copy and truncation
+(``copytruncate``), and a file truncated and written again past the follower's offset (a
+trainer relaunched that opens its log with ``"w"``). Every line written arrives exactly once
+(checked through a running sum, ``--compute sum:tokens``: a line read twice counts twice), and
+no line is turned into a bad line by being read from the middle."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.support.live_server import LiveServer
+from trainer_client import init
+from trainer_client.lines import LineFollower
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+METRIC = "acc"
+
+
+def _line(step: int) -> str:
+    return json.dumps({"step": step, "data": {METRIC: step / 100, "tokens": 10 * step}}) + "\n"
+
+
+def _lines(steps: range | list[int]) -> str:
+    return "".join(_line(s) for s in steps)
+
+
+def _append(path: Path, text: str) -> None:
+    with path.open("a") as out:
+        out.write(text)
+
+
+def _points(server: LiveServer, name: str, metric: str = METRIC) -> list[dict]:
+    with server.client() as api:
+        runs = api.get("/api/v1/runs", params={"project": "adv"}).json()["runs"]
+        run = next(r for r in runs if r["name"] == name)
+        return api.get(f"/api/v1/runs/{run['id']}/points", params={"metric": metric}).json()[
+            "points"]
+
+
+def _follower(server: LiveServer, home: Path, name: str, log: Path) -> LineFollower:
+    run = init("adv", name, url=server.url, home=home, compute_unit="tokens")
+    return LineFollower("verl", log, run, compute="sum:tokens")
+
+
+def _assert_each_once(server: LiveServer, name: str, steps: list[int]) -> None:
+    pts = _points(server, name)
+    assert [p["step"] for p in pts] == steps
+    total, sums = 0.0, []
+    for s in steps:
+        total += 10 * s
+        sums.append(total)
+    assert [p["compute"] for p in pts] == sums  # no line counted twice, none skipped
+
+
+def test_lines_written_before_a_rename_rotation_are_read_from_the_rotated_file(
+        live_server: LiveServer, tmp_path: Path) -> None:
+    """logrotate ``create``: the file is renamed to train.jsonl.1 and a new one created. The
+    lines the trainer wrote after the follower's last pass are in train.jsonl.1 only: read
+    there, while following and when the rotation happened while the follower was stopped."""
+    log, home = tmp_path / "train.jsonl", tmp_path / "spool"
+    log.write_text(_lines(range(1, 6)))
+    f = _follower(live_server, home, "rename", log)
+    f.poll_once()
+    _append(log, _lines([6, 7]))  # after the last pass
+    log.rename(tmp_path / "train.jsonl.1")
+    log.write_text(_lines([8]))
+    f.poll_once()
+    _append(log, _lines([9]))
+    f.poll_once()
+    _append(log, _lines([10, 11]))
+    assert f.run.finish(status="") == 0  # the follower stops; the file rotates meanwhile
+    os.replace(log, tmp_path / "train.jsonl.1")
+    log.write_text(_lines([12]))
+    f = _follower(live_server, home, "rename", log)
+    f.poll_once()
+    assert f.run.finish(status="") == 0
+    assert f.bad.count == 0
+    _assert_each_once(live_server, "rename", list(range(1, 13)))
+
+
+def test_copytruncate_keeps_the_lines_written_since_the_last_pass(
+        live_server: LiveServer, tmp_path: Path) -> None:
+    """logrotate ``copytruncate``: train.jsonl is copied to train.jsonl.1, then truncated in
+    place; the lines written since the follower's last pass are read from the copy. Then the
+    same with the trainer writing past the old offset before the follower looks again."""
+    log, home = tmp_path / "train.jsonl", tmp_path / "spool"
+    log.write_text(_lines(range(1, 11)))
+    f = _follower(live_server, home, "copytruncate", log)
+    f.poll_once()
+    _append(log, _lines([11]))
+    shutil.copyfile(log, tmp_path / "train.jsonl.1")
+    os.truncate(log, 0)
+    _append(log, _lines([12]))
+    f.poll_once()
+    _append(log, _lines([13]))
+    shutil.copyfile(log, tmp_path / "train.jsonl.1")
+    os.truncate(log, 0)
+    _append(log, _lines(range(14, 20)))  # the file is longer than the old offset again
+    f.poll_once()
+    assert f.run.finish(status="") == 0
+    assert f.bad.count == 0
+    _assert_each_once(live_server, "copytruncate", list(range(1, 20)))
+
+
+def test_a_file_rewritten_past_the_offset_is_read_from_its_start(
+        live_server: LiveServer, tmp_path: Path) -> None:
+    """The trainer is relaunched while the follower is stopped and opens its log with "w"
+    (verl's file logger does): by the time the follower is back, the new file is longer than
+    the saved offset. It is read from its start, not from the middle of a line."""
+    log, home = tmp_path / "train.jsonl", tmp_path / "spool"
+    log.write_text(_lines(range(1, 4)))
+    f = _follower(live_server, home, "rewrite", log)
+    f.poll_once()
+    assert f.run.finish(status="") == 0
+    with log.open("w") as out:  # same inode, truncated, then written again
+        out.write(_lines(range(100, 110)))
+    f = _follower(live_server, home, "rewrite", log)
+    f.poll_once()
+    assert f.run.finish(status="") == 0
+    assert f.bad.count == 0
+    _assert_each_once(live_server, "rewrite", [1, 2, 3, *range(100, 110)])
