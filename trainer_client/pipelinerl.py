@@ -23,10 +23,11 @@ between the last trainer line of the previous launch and the new launch is not c
 sidecar was not running during a restart, that downtime is counted (use ``--gpus`` and a
 fresh run name, or the in-process hook of ``PIPELINERL.md``, if that matters).
 
-Files are tracked by inode and offset, so rotation and truncation (a restarted experiment) are
-followed. Offsets are saved in the run's spool directory (``sidecar.json``) only after the points
-derived from them are in the spool, so a sidecar restart resumes where it stopped; re-sending is
-harmless anyway because the server upserts on (run, metric, step).
+Files are followed as ``scalewatch follow`` follows them (``trainer_client.lines.LineTail``):
+rotation, truncation and rewriting (a restarted experiment) lose no line, and a line too long to
+be a record is skipped. Offsets are saved in the run's spool directory (``sidecar.json``) only
+after the points derived from them are in the spool, so a sidecar restart resumes where it
+stopped; re-sending is harmless anyway because the server upserts on (run, metric, step).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from .limits import MAX_STEP
+from .lines import LineTail
 from .run import Run, init
 from .spool import _atomic_write
 
@@ -65,7 +67,6 @@ TEST_STREAM = "streams/stats_test/0/0/0.jsonl"
 EXP_CONFIG = "conf/exp_config.yaml"
 GPU_KINDS = ("actor_llm", "preprocessor_llm", "finetune")
 STATE_FILE = "sidecar.json"
-MAX_READ = 8 * 1024 * 1024  # bytes per file per poll
 
 _LINE = re.compile(
     r"^(?P<date>\d\d/\d\d/\d{4} \d\d:\d\d:\d\d)(?:\.(?P<ms>\d{1,6}))?\b.*?"
@@ -191,45 +192,12 @@ def read_gpu_count(exp_dir: str | os.PathLike[str]) -> int | None:
 
 
 # --------------------------------------------------------------------------- tailing
-class _Tail:
-    """Follows one file across appends, truncation and replacement (inode + offset)."""
-
-    def __init__(self, path: Path, state: dict[str, Any] | None = None):
-        self.path = path
-        state = state or {}
-        self.inode = state.get("inode")
-        self.offset = int(state.get("offset", 0))
-
-    def state(self) -> dict[str, Any]:
-        return {"inode": self.inode, "offset": self.offset}
-
-    def poll(self) -> list[str]:
-        try:
-            st = os.stat(self.path)
-        except OSError:
-            return []
-        if st.st_ino != self.inode:
-            if self.inode is not None:
-                logger.info("scalewatch sidecar: %s was replaced; reading it from the start",
-                            self.path)
-            self.inode, self.offset = st.st_ino, 0
-        elif st.st_size < self.offset:
-            logger.info("scalewatch sidecar: %s was truncated; reading it from the start",
-                        self.path)
-            self.offset = 0
-        if st.st_size == self.offset:
-            return []
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(self.offset)
-                data = f.read(MAX_READ)
-        except OSError:
-            return []
-        end = data.rfind(b"\n")
-        if end < 0:
-            return []  # no complete line yet
-        self.offset += end + 1
-        return data[: end + 1].decode("utf-8", errors="replace").splitlines()
+def _new_lines(tail: LineTail) -> list[str]:
+    """The complete lines added to the file since the last call. The follower's own tail, so
+    that rotation and rewriting lose no line (:class:`~trainer_client.lines.LineTail`) and a
+    line longer than ``MAX_LINE_BYTES`` is skipped instead of holding back every line after
+    it; the state is saved only after the points of all of them are spooled."""
+    return [raw.decode("utf-8", errors="replace") for _, raw in tail.lines() if raw is not None]
 
 
 # --------------------------------------------------------------------------- sidecar
@@ -260,8 +228,8 @@ class Sidecar:
         )
         self.state_path = self.run.spool.dir / STATE_FILE
         st = self._load_state()
-        self.trainer = _Tail(self.exp_dir / TRAINER_LOG, st.get("trainer"))
-        self.test = _Tail(self.exp_dir / TEST_STREAM, st.get("test"))
+        self.trainer = LineTail(self.exp_dir / TRAINER_LOG, st.get("trainer"))
+        self.test = LineTail(self.exp_dir / TEST_STREAM, st.get("test"))
         # version -> (step, compute, time); sorted by version
         self.versions: list[list[float]] = [list(v) for v in st.get("versions", [])]
         self.pending: list[dict[str, Any]] = st.get("pending", [])
@@ -416,8 +384,8 @@ class Sidecar:
         """Read what is new, post it, persist offsets. Returns the number of points logged."""
         before = self.posted
         self._check_launch()
-        self._trainer_lines(self.trainer.poll())
-        self._test_lines(self.test.poll())
+        self._trainer_lines(_new_lines(self.trainer))
+        self._test_lines(_new_lines(self.test))
         self._resolve_pending()
         if self.run.flush(timeout=30):  # offsets are saved only once the points are spooled
             self._save_state()

@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from tests.support.live_server import LiveServer
-from trainer_client import init
+from trainer_client import init, lines
 from trainer_client.lines import LineFollower
+from trainer_client.pipelinerl import TRAINER_LOG, Sidecar
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -126,3 +127,36 @@ def test_a_file_rewritten_past_the_offset_is_read_from_its_start(
     assert f.run.finish(status="") == 0
     assert f.bad.count == 0
     _assert_each_once(live_server, "rewrite", [1, 2, 3, *range(100, 110)])
+
+
+def _trainer_line(step: int) -> str:
+    return (f"12/04/2026 10:00:{step % 60:02d} - INFO - Completed steps {step}: "
+            f"{{'rl/reward': {step / 100}, 'stats/samples': {64 * step}}}\n")
+
+
+def test_the_pipelinerl_sidecar_survives_rotation_rewrites_and_an_over_long_line(
+        live_server: LiveServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sidecar's trainer log: lines written before a rename rotation, a log rewritten past
+    the offset, and a line longer than a read (the lines after it used to wait for a newline
+    that the read never reached, forever)."""
+    monkeypatch.setattr(lines, "MAX_READ", 4096)
+    monkeypatch.setattr(lines, "MAX_LINE_BYTES", 4096)
+    exp = tmp_path / "exp"
+    log = exp / TRAINER_LOG
+    log.parent.mkdir(parents=True)
+    sc = Sidecar(exp, project="adv", name="sidecar", url=live_server.url,
+                 home=tmp_path / "spool", gpus=1)
+    log.write_text("".join(_trainer_line(s) for s in range(1, 6)))
+    sc.poll_once()
+    _append(log, _trainer_line(6) + _trainer_line(7))
+    log.rename(log.with_name(log.name + ".1"))
+    log.write_text(_trainer_line(8))
+    sc.poll_once()
+    with log.open("w") as out:  # rewritten in place, longer than before
+        out.write("".join(_trainer_line(s) for s in range(20, 30)))
+    sc.poll_once()
+    _append(log, "x" * 10_000 + "\n" + _trainer_line(30))
+    sc.poll_once()
+    assert sc.close(timeout=60) == 0
+    got = [p["step"] for p in _points(live_server, "sidecar", "reward")]
+    assert got == [*range(1, 9), *range(20, 31)]
