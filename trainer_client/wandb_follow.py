@@ -44,6 +44,7 @@ logger = logging.getLogger("scalewatch.follow")
 STATE_FILE = "wandb_follow.json"  # in the scalewatch run's spool directory
 HEAD_EVENTS = 64  # records read for a run's identity: its run record comes second
 IDLE_SECONDS = 600.0  # a followed run with no news for this long is closed (reopened on news)
+FLUSH_TIMEOUT = 30.0  # a pass waits this long for its points to be in the spool
 _STARTED = re.compile(r"\d{8}_\d{6}")  # run-20261203_073402-<id>, offline-run-...
 
 
@@ -111,7 +112,9 @@ class WandbRun:
         self.state = self._load()
         self.compute = Compute(args.compute, **self.state.get("compute", {}))
         self.values = 0
-        self.more = False  # the last pass stopped at its read budget: more is waiting
+        # The last pass stopped at its read budget (more is waiting), or its points were not
+        # in the spool in time: poll again.
+        self.more = False
         self.ending: str | None = None  # finished/failed, once the points are acknowledged
         self.finished = False
         self.left = 0  # points not acknowledged when it finished
@@ -220,16 +223,21 @@ class WandbRun:
                     n += log_record(run, e.step, e.metrics, compute)
                 elif e.kind == "exit":
                     st["exit"] = e.exit_code
-        if not run.flush(timeout=30):  # offsets are saved only once the points are spooled
-            return n
-        self._save(files)
+        # In memory the offsets move past these records now, spooled in time or not: their
+        # points are queued and the compute's running state (sum:NAME) already counts them,
+        # so reading them again after a slow spool write would add them to the sum twice.
+        self.state["files"] = files
         self.values += n
-        last = files.get(str(self.files[-1]), {}).get("exit")
-        if last is not None and not self.more:
-            self.ending = "finished" if last == 0 else "failed"
         now = time.monotonic()
         if n:
             self.last_news = now
+        if not run.flush(timeout=FLUSH_TIMEOUT):  # saved only once the points are spooled
+            self.more = True  # not spooled yet: `import` polls again before it ends the run
+            return n
+        self._save(files)
+        last = files.get(str(self.files[-1]), {}).get("exit")
+        if last is not None and not self.more:
+            self.ending = "finished" if last == 0 else "failed"
         # Finish once the server has every point (finish() then returns at once: no wait on
         # a server that is down); close an idle run, to reopen it when its files grow.
         if self.ending and (self.final or run.spool.pending_points() == 0):
