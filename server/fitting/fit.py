@@ -11,6 +11,7 @@ from numpy.typing import ArrayLike
 from . import grid as G
 from . import lm
 from .breaks import Break, detect_break
+from .collapse import detect_collapse
 from .intervals import (
     a_with_drift,
     allowance_at_reach,
@@ -237,24 +238,6 @@ def _insufficient(prep: Prepared, options: FitOptions, msg: str, n: int) -> FitR
     )
 
 
-def _collapse(y: FloatArray) -> str | None:
-    """Detect a run whose metric rose and then fell back a lot (a sigmoid cannot describe it)."""
-    n = y.size
-    k = max(3, n // 10)
-    if n < 2 * k + 2:
-        return None
-    smooth = np.convolve(y, np.ones(k) / k, mode="valid")
-    peak_i = int(np.argmax(smooth))
-    peak, start, tail = float(smooth[peak_i]), float(smooth[0]), float(smooth[-1])
-    noise = float(np.median(np.abs(np.diff(y)))) / 0.954  # ~sigma of white noise
-    drop, rise = peak - tail, peak - start
-    floor = max(0.02, 4.0 * noise / np.sqrt(k))
-    if rise > floor and drop > 0.3 * rise and drop > floor:
-        return (f"collapse: the metric peaked at {peak:.3f} and fell to {tail:.3f}; "
-                "a sigmoid does not describe this run")
-    return None
-
-
 def no_signal_message(gain: float, floor: float, q: float, sigma: float, tau: float,
                       n: int) -> str:
     """Why a fitted gain ``A - R0`` within ``floor`` (the noise of the mean level, which grows
@@ -317,9 +300,9 @@ def fit_curve(
     brk = detect_break(prep.x, prep.y, pf.theta, prep.r0, (lo, hi), refit)
     if brk is not None:
         return broken(prep, options, brk)
-    collapse = _collapse(prep.y)
-    if collapse:
-        return _insufficient(prep, options, collapse, n)
+    collapse = detect_collapse(prep.x, prep.y, pf.theta, prep.r0 is None, refit)
+    if collapse is not None:
+        return _insufficient(prep, options, collapse.message, n)
     return finish(prep, options, pf)
 
 
