@@ -33,7 +33,7 @@ from . import grid as G
 from . import posterior as P
 from .breakscreen import MARGIN, linear_z
 from .intervals import RHO_MAX, analyse, autocorr_time, eval_sd, lag1_rho, mean_noise_sd
-from .model import FloatArray, frac, jacobian_x
+from .model import FloatArray, curve_x, frac, jacobian_x
 
 MIN_POINTS = 16  # fewer points: no break test
 MIN_BEFORE = 10  # points the pre-break fit needs at least
@@ -62,9 +62,8 @@ class Break:
     theta_before: tuple[float, float, float, float]  # pre-break fit (A, m, B, R0)
 
 
-def _curve(x: FloatArray, th: tuple[float, float, float, float]) -> FloatArray:
-    a, m, b, r0 = th
-    return r0 + (a - r0) * frac(x, m, b)
+def _curve(x: FloatArray, th: Theta) -> FloatArray:
+    return curve_x(x, *th)
 
 
 def _ar1_cov(m: int, sd: float, tau: float) -> FloatArray:

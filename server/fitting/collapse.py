@@ -27,22 +27,19 @@ differences suggest), so the prefix fit is spent only on the few fits it lets th
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
+from .breaks import Refit, Theta
 from .intervals import autocorr_time, mean_noise_sd
-from .model import FloatArray, frac
+from .model import FloatArray, curve_x
 
 COLLAPSE_Z = 6.0
 MIN_CHANGE = 0.02  # the paper's margin on A: a smaller rise or fall is no verdict
 MIN_SHARE = 0.3  # the drop is at least this share of the rise
 SCREEN_Z = 4.0  # the screen: the old test, in sds of a k-mean of independent noise
 MIN_PREFIX = 8  # points the fit of the rise needs; fewer: the full fit's residuals there
-
-Theta = tuple[float, float, float, float]  # (A, m, B, R0), m = ln(C_mid / c0)
-Refit = Callable[[FloatArray, FloatArray, Theta], Theta]
 
 
 @dataclass(frozen=True)
@@ -55,11 +52,6 @@ class Collapse:
     def message(self) -> str:
         return (f"collapse: the metric peaked at {self.peak:.3f} and fell to {self.tail:.3f}; "
                 "a sigmoid does not describe this run")
-
-
-def _curve(x: FloatArray, th: Theta) -> FloatArray:
-    a, m, b, r0 = th
-    return r0 + (a - r0) * frac(x, m, b)
 
 
 def detect_collapse(x: FloatArray, y: FloatArray, theta: Theta, fit_r0: bool,
@@ -84,7 +76,7 @@ def detect_collapse(x: FloatArray, y: FloatArray, theta: Theta, fit_r0: bool,
         return None
     end = peak_i + k  # the rise: up to the end of the peak's k evaluations
     th = refit(x[:end], y[:end], theta) if end >= MIN_PREFIX else theta
-    e = y[:end] - _curve(x[:end], th)
+    e = y[:end] - curve_x(x[:end], *th)
     p = 4 if fit_r0 else 3
     sigma = float(np.sqrt(float(e @ e) / max(e.size - p, 1)))
     block_sd = mean_noise_sd(sigma, autocorr_time(e), k)

@@ -60,6 +60,13 @@ def _assert_each_once(server: LiveServer, name: str, steps: list[int]) -> None:
     assert [p["compute"] for p in pts] == sums  # no line counted twice, none skipped
 
 
+def _stop_and_check(f: LineFollower, server: LiveServer, name: str, steps: list[int]) -> None:
+    """The follower stops with every point delivered, no line was bad, each step came once."""
+    assert f.run.finish(status="") == 0
+    assert f.bad.count == 0
+    _assert_each_once(server, name, steps)
+
+
 def test_lines_written_before_a_rename_rotation_are_read_from_the_rotated_file(
         live_server: LiveServer, tmp_path: Path) -> None:
     """logrotate ``create``: the file is renamed to train.jsonl.1 and a new one created. The
@@ -81,9 +88,7 @@ def test_lines_written_before_a_rename_rotation_are_read_from_the_rotated_file(
     log.write_text(_lines([12]))
     f = _follower(live_server, home, "rename", log)
     f.poll_once()
-    assert f.run.finish(status="") == 0
-    assert f.bad.count == 0
-    _assert_each_once(live_server, "rename", list(range(1, 13)))
+    _stop_and_check(f, live_server, "rename", list(range(1, 13)))
 
 
 def test_copytruncate_keeps_the_lines_written_since_the_last_pass(
@@ -105,9 +110,7 @@ def test_copytruncate_keeps_the_lines_written_since_the_last_pass(
     os.truncate(log, 0)
     _append(log, _lines(range(14, 20)))  # the file is longer than the old offset again
     f.poll_once()
-    assert f.run.finish(status="") == 0
-    assert f.bad.count == 0
-    _assert_each_once(live_server, "copytruncate", list(range(1, 20)))
+    _stop_and_check(f, live_server, "copytruncate", list(range(1, 20)))
 
 
 def test_a_file_rewritten_past_the_offset_is_read_from_its_start(
@@ -124,9 +127,7 @@ def test_a_file_rewritten_past_the_offset_is_read_from_its_start(
         out.write(_lines(range(100, 110)))
     f = _follower(live_server, home, "rewrite", log)
     f.poll_once()
-    assert f.run.finish(status="") == 0
-    assert f.bad.count == 0
-    _assert_each_once(live_server, "rewrite", [1, 2, 3, *range(100, 110)])
+    _stop_and_check(f, live_server, "rewrite", [1, 2, 3, *range(100, 110)])
 
 
 def _trainer_line(step: int) -> str:
