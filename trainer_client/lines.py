@@ -17,13 +17,15 @@ never from beyond it.
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import json
 import logging
 import math
 import os
 from collections.abc import Generator, Iterator, Mapping
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 from trainer_client.limits import MAX_NAME_LENGTH, MAX_STEP
 from trainer_client.records import BadLines, Follower
@@ -38,6 +40,32 @@ MAX_READ = 8 * 1024 * 1024  # bytes read per chunk
 MAX_LINE_BYTES = MAX_READ  # a line without a newline within this many bytes is skipped
 MAX_PASS_BYTES = 8 * MAX_READ  # read per pass at most (then the state is saved)
 CHECK_BYTES = 256  # bytes before the offset kept to recognise the file read so far
+# A rotated file compressed at once (logrotate ``compress`` without ``delaycompress``) is read
+# through its decompressor: the lines written since the last pass are only there.
+DECOMPRESSORS = {".gz": "gzip", ".bz2": "bz2", ".xz": "lzma"}
+
+
+def _read_errors() -> tuple[type[BaseException], ...]:
+    """What reading a log can raise: the file's own errors, and a compressed file cut short
+    (still being written) or corrupt.  The decompressors are standard library modules that a
+    Python built without their C library lacks: then only their files are unreadable."""
+    errors: list[type[BaseException]] = [OSError, EOFError, ValueError, ImportError]
+    for module, name in (("zlib", "error"), ("lzma", "LZMAError")):
+        with contextlib.suppress(ImportError):
+            errors.append(getattr(importlib.import_module(module), name))
+    return tuple(errors)
+
+
+READ_ERRORS = _read_errors()
+
+
+def open_log(path: str | os.PathLike[str]) -> BinaryIO:
+    """``path`` opened for reading its bytes, through its decompressor when it is a
+    compressed rotation (ImportError when this Python lacks that decompressor)."""
+    module = DECOMPRESSORS.get(Path(path).suffix)
+    if module is None:
+        return open(path, "rb")  # noqa: SIM115 - the caller closes it
+    return cast(BinaryIO, importlib.import_module(module).open(path, "rb"))
 
 
 class BadLine(ValueError):
@@ -138,9 +166,10 @@ def line_file(fmt: str, path: Path) -> Path | None:
 
 def file_records(fmt: str, path: Path, step_key: str, bad: BadLines | None = None
                  ) -> Iterator[Record]:
-    """Every record of a finished file (its last line may lack a newline)."""
+    """Every record of a finished file (its last line may lack a newline), read through its
+    decompressor when it is compressed (an archived train.jsonl.gz)."""
     bad = bad if bad is not None else BadLines()
-    with open(path, "rb") as f:
+    with open_log(path) as f:
         lineno = 0
         while raw := f.readline(MAX_LINE_BYTES + 1):
             lineno += 1
@@ -169,7 +198,8 @@ class LineTail:
     keeps its inode and grows, and only those bytes tell that it is not the file read so far.
     When PATH is no longer that file, the lines written to it since the last pass are read
     first where it is now -- renamed next to PATH (logrotate ``create``: found by its inode)
-    or copied there (``copytruncate``: found by those bytes) -- then PATH from its start."""
+    or copied there (``copytruncate``: found by those bytes), compressed or not -- then PATH
+    from its start."""
 
     def __init__(self, path: Path, state: Mapping[str, Any] | None = None) -> None:
         self.path = path
@@ -210,24 +240,28 @@ class LineTail:
             logger.info("scalewatch follow: %s is there; reading it", self.path)
         return st
 
-    def _continues(self, path: str | os.PathLike[str]) -> bool:
+    def _continues(self, path: str | os.PathLike[str], more: bool = False) -> bool:
         """Whether ``path`` holds the bytes read just before the offset (True when there is
-        nothing to compare)."""
+        nothing to compare) and, with ``more``, at least one byte after them.  A compressed
+        file is read through its decompressor (a forward seek decompresses up to it)."""
         if not self.check:
             return True
         try:
-            with open(path, "rb") as f:
+            with open_log(path) as f:
                 f.seek(self.offset - len(self.check))
-                return f.read(len(self.check)) == self.check
-        except OSError:
-            return False
+                return (f.read(len(self.check)) == self.check
+                        and (not more or len(f.read(1)) == 1))
+        except READ_ERRORS:
+            return False  # gone, or a compressed file cut short or corrupt: not ours
 
     def _rotated(self) -> tuple[Path, int] | None:
         """(path, inode) of the file read so far, now under another name next to PATH with
         more in it than was read: renamed (its inode, and the bytes before the offset: an
         inode can be reused) or copied (those bytes). Only names that start with PATH's stem
-        are looked at (train.jsonl.1, train.jsonl-20261204, train-20261204.jsonl)."""
-        found: list[tuple[bool, float, Path, int]] = []
+        are looked at (train.jsonl.1, train.jsonl-20261204, train-20261204.jsonl), and
+        compressed ones (train.jsonl.1.gz, .bz2, .xz: a copy compressed at once, known by the
+        bytes read, decompressed)."""
+        found: list[tuple[bool, bool, float, Path, int]] = []
         try:
             entries = list(os.scandir(self.path.parent))
         except OSError:
@@ -235,18 +269,26 @@ class LineTail:
         for entry in entries:
             if entry.name == self.path.name or not entry.name.startswith(self.path.stem):
                 continue
+            compressed = Path(entry.name).suffix in DECOMPRESSORS
             try:
-                renamed = entry.inode() == self.inode
+                renamed = entry.inode() == self.inode and not compressed
                 if not (renamed or self.check) or not entry.is_file():
                     continue  # a copy is known only by the bytes read
                 st = entry.stat()
             except OSError:
                 continue
-            if st.st_size > self.offset and self._continues(entry.path):
-                found.append((renamed, st.st_mtime, Path(entry.path), entry.inode()))
+            if compressed:
+                holds = self._continues(entry.path, more=True)  # its size says nothing
+            else:
+                holds = st.st_size > self.offset and self._continues(entry.path)
+            if holds:
+                found.append((renamed, not compressed, st.st_mtime, Path(entry.path),
+                              entry.inode()))
         if not found:
             return None
-        _, _, path, inode = max(found)  # the renamed file, else the newest copy
+        # The renamed file, else the newest plain copy (a compressed one may still be being
+        # written next to the copy it is made from), else the newest compressed one.
+        *_, path, inode = max(found)
         return path, inode
 
     def lines(self) -> Iterator[tuple[int, bytes | None]]:
@@ -283,8 +325,8 @@ class LineTail:
         a file replaced since it was looked at is left to the next pass); True when they
         were all read, False when the pass's budget ran out or the file could not be read."""
         try:
-            f = open(path, "rb")  # noqa: SIM115 - closed by the with below, also on close()
-        except OSError:
+            f = open_log(path)  # noqa: SIM115 - closed by the with below, also on close()
+        except READ_ERRORS:
             return False
         with f:
             try:
@@ -292,14 +334,15 @@ class LineTail:
                     return False
                 if self.line is None:  # a state saved before line numbers were kept
                     self.line = _count_lines(f, self.offset)
-            except OSError:
+            except READ_ERRORS:
                 return False
             budget = MAX_PASS_BYTES
             while budget > 0:
                 try:
-                    f.seek(self.offset)
+                    if f.tell() != self.offset:  # a compressed file seeks back by rereading
+                        f.seek(self.offset)
                     data = f.read(MAX_READ)
-                except OSError:
+                except READ_ERRORS:
                     return False
                 if not data:
                     return True

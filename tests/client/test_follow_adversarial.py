@@ -7,7 +7,10 @@ no line is turned into a bad line by being read from the middle."""
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import json
+import lzma
 import os
 import shutil
 from pathlib import Path
@@ -111,6 +114,72 @@ def test_copytruncate_keeps_the_lines_written_since_the_last_pass(
     _append(log, _lines(range(14, 20)))  # the file is longer than the old offset again
     f.poll_once()
     _stop_and_check(f, live_server, "copytruncate", list(range(1, 20)))
+
+
+def _compress(src: Path, suffix: str) -> Path:
+    """logrotate ``compress`` without ``delaycompress``: ``src`` compressed next to itself
+    with ``suffix``'s tool, then removed."""
+    out = src.with_name(src.name + suffix)
+    opener = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}[suffix]
+    with src.open("rb") as f, opener(out, "wb") as z:
+        shutil.copyfileobj(f, z)
+    src.unlink()
+    return out
+
+
+@pytest.mark.parametrize("suffix", [".gz", ".bz2", ".xz"])
+def test_a_rotation_compressed_at_once_keeps_the_lines_written_since_the_last_pass(
+        live_server: LiveServer, tmp_path: Path, suffix: str) -> None:
+    """logrotate ``copytruncate`` + ``compress`` (no ``delaycompress``): the copy holding the
+    lines written since the follower's last pass exists only compressed by the time it looks;
+    they are read through the decompressor.  Then ``create`` + ``compress`` while the follower
+    is stopped (the renamed file is gone, only train.jsonl.1<suffix> has its last lines), with
+    an older compressed rotation beside it that must not be read again."""
+    log, home = tmp_path / "train.jsonl", tmp_path / "spool"
+    name = f"compressed{suffix.replace('.', '-')}"
+    log.write_text(_lines(range(1, 11)))
+    f = _follower(live_server, home, name, log)
+    f.poll_once()
+    _append(log, _lines([11, 12]))  # after the last pass
+    shutil.copyfile(log, tmp_path / "train.jsonl.1")
+    os.truncate(log, 0)
+    _compress(tmp_path / "train.jsonl.1", suffix)
+    _append(log, _lines([13]))
+    f.poll_once()
+    _append(log, _lines([14, 15]))
+    assert f.run.finish(status="") == 0  # stopped; the file rotates meanwhile
+    os.replace(tmp_path / f"train.jsonl.1{suffix}", tmp_path / f"train.jsonl.2{suffix}")
+    os.replace(log, tmp_path / "train.jsonl.1")
+    log.write_text(_lines([16]))
+    _compress(tmp_path / "train.jsonl.1", suffix)
+    f = _follower(live_server, home, name, log)
+    f.poll_once()
+    _stop_and_check(f, live_server, name, list(range(1, 17)))
+
+
+def test_a_compressed_rotation_still_being_written_is_read_once_it_is_whole(
+        live_server: LiveServer, tmp_path: Path) -> None:
+    """The follower looks while logrotate is still writing train.jsonl.1.gz next to the plain
+    copy it compresses: the plain copy is read (a compressed file cut short is never trusted
+    for more than it holds), and nothing is read twice once the .gz is whole and the copy
+    gone."""
+    log, home = tmp_path / "train.jsonl", tmp_path / "spool"
+    log.write_text(_lines(range(1, 6)))
+    f = _follower(live_server, home, "partial-gz", log)
+    f.poll_once()
+    _append(log, _lines(range(6, 40)))
+    copy = tmp_path / "train.jsonl.1"
+    shutil.copyfile(log, copy)
+    os.truncate(log, 0)
+    whole = gzip.compress(copy.read_bytes())
+    (tmp_path / "train.jsonl.1.gz").write_bytes(whole[: len(whole) // 2])  # cut short
+    _append(log, _lines([40]))
+    f.poll_once()
+    copy.unlink()
+    (tmp_path / "train.jsonl.1.gz").write_bytes(whole)
+    _append(log, _lines([41]))
+    f.poll_once()
+    _stop_and_check(f, live_server, "partial-gz", list(range(1, 42)))
 
 
 def test_a_file_rewritten_past_the_offset_is_read_from_its_start(

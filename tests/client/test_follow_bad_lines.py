@@ -5,6 +5,7 @@ a bad line and restarted loses no step and counts none twice."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import signal
 from pathlib import Path
@@ -124,6 +125,30 @@ def test_import_skips_bad_lines_and_fails_only_when_nothing_is_read(
                         *args, home=tmp_path / "h")
     assert code == 2
     assert "nothing could be read" in err and f"{len(BAD_LINES)} bad lines skipped" in err
+    assert user_facing(err), err
+
+
+def test_import_reads_a_compressed_log_and_says_when_one_is_cut_short(
+        live_server: LiveServer, tmp_path: Path) -> None:
+    """An archived ``grpo.jsonl.gz`` is imported through its decompressor, bad lines and all;
+    one cut short (copied while still being written) fails with what went wrong, no
+    traceback."""
+    plain = tmp_path / "grpo.jsonl"
+    good, bad = _file_with_bad_lines(plain)
+    log = tmp_path / "grpo.jsonl.gz"
+    log.write_bytes(gzip.compress(plain.read_bytes()))
+    args = ("--url", live_server.url, "--no-progress")
+    code, err = run_cli("import", "verl", str(log), "--project", "bad", "--name", "gz", *args,
+                        home=tmp_path / "h")
+    assert code == 0, err
+    assert [p["step"] for p in _points(live_server, "bad", "gz")] == good
+    assert f"{len(bad)} bad lines skipped" in err and f"skipped {log}:{min(bad)}: " in err
+
+    cut = tmp_path / "cut.jsonl.gz"
+    cut.write_bytes(log.read_bytes()[:-40])
+    code, err = run_cli("import", "verl", str(cut), "--project", "bad", "--name", "cut", *args,
+                        home=tmp_path / "h")
+    assert code == 2 and f"cannot read {cut}" in err, err
     assert user_facing(err), err
 
 
