@@ -147,7 +147,8 @@ def _check_ids(
 
 def _ids(values: list[str]) -> list[int]:
     # Ids that are not ids are left to the route's own validation (a 422 naming the field).
-    return [int(v) for v in values if v.isdigit() and len(v) < 12]
+    # ASCII digits only: "²".isdigit() is true and int("²") raises (a 500 here).
+    return [int(v) for v in values if v.isascii() and v.isdigit() and len(v) < 12]
 
 
 async def project_guard(request: Request) -> None:

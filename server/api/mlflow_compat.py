@@ -125,12 +125,21 @@ def experiment_json(project: Project) -> dict[str, Any]:
     }
 
 
+def id_of(text: str) -> int | None:
+    """The 32-bit id `text` spells in ASCII digits, else None. Not `str.isdigit` alone: "²" is
+    a digit to it and int("²") raises (a 500), and int("١") is 1 (an alias of id 1)."""
+    if not (text.isascii() and text.isdigit()) or len(text) > 10 or int(text) > 2**31 - 1:
+        return None
+    return int(text)
+
+
 def parse_run_id(raw: Any) -> int:
     """The scalewatch run id behind an MLflow run id (RESOURCE_DOES_NOT_EXIST otherwise)."""
     text = str(raw or "")
-    if not text.isdigit() or len(text) > 10 or int(text) > 2**31 - 1:
+    run_id = id_of(text)
+    if run_id is None:
         raise MlflowError("RESOURCE_DOES_NOT_EXIST", f"Run '{text}' not found")
-    return int(text)
+    return run_id
 
 
 def _millis(iso_time: str | None) -> int | None:

@@ -258,3 +258,25 @@ def test_search_pages_across_experiments_return_every_run_once(authed_db: Authed
     named = c.post(f"{M}/runs/search", headers=h, json={
         "experiment_ids": exp_ids, "filter": "tags.mlflow.runName = 'r3'"}).json()["runs"]
     assert [r["info"]["run_name"] for r in named] == ["r3"]
+
+
+@pytest.mark.parametrize("odd", ["²", "١", "1²", "𝟏"])
+def test_ids_of_non_ascii_digits_name_nothing(authed_db: Authed, odd: str) -> None:
+    """"²".isdigit() is true and int("²") raises: a run or experiment id of such digits was a
+    500; "١" (an Arabic-Indic one) was int 1, an alias of run 1 and experiment 1. Ids are ASCII
+    digits: anything else names no run and no experiment."""
+    run_id = _run(authed_db)
+    assert run_id == "1"
+    h = authed_db.h("write")
+    got = authed_db.client.get(f"{M}/runs/get", params={"run_id": odd}, headers=h)
+    assert (got.status_code, got.json()["error_code"]) == (404, "RESOURCE_DOES_NOT_EXIST")
+    got = authed_db.client.get(f"{M}/experiments/get", params={"experiment_id": odd}, headers=h)
+    assert (got.status_code, got.json()["error_code"]) == (404, "RESOURCE_DOES_NOT_EXIST")
+    logged = _post(authed_db, "/runs/log-batch", {"run_id": odd, "metrics": [
+        {"key": "m", "value": 0.5, "timestamp": 1, "step": 1}]})
+    assert (logged.status_code, logged.json()["error_code"]) == (404, "RESOURCE_DOES_NOT_EXIST")
+    created = _post(authed_db, "/runs/create", {"experiment_id": odd, "run_name": "x"})
+    assert (created.status_code, created.json()["error_code"]) == (404, "RESOURCE_DOES_NOT_EXIST")
+    found = authed_db.client.post(f"{M}/runs/search", json={"experiment_ids": [odd]}, headers=h)
+    assert (found.status_code, found.json()) == (200, {"runs": []})
+    assert _everything_still_reads(authed_db, run_id)["latest"] == {}

@@ -254,3 +254,19 @@ def test_the_tokens_api_creates_a_scoped_token(two_projects):
     for bad in ([], [""], ["a\x00b"], ["x" * 201], ["p"] * 101):
         r = client.post("/api/v1/tokens", json={"name": "b", "projects": bad}, headers=admin)
         assert r.status_code == 422, (bad, r.text)
+
+
+@pytest.mark.parametrize("odd", ["²", "١", "1²"])
+def test_a_scoped_tokens_guard_reads_only_ascii_ids(two_projects, odd):
+    """The project guard read a path or query id with str.isdigit: "²" passed it and int("²")
+    raised, a 500 for every project-scoped token; "١" was taken as id 1. Not an id: the
+    route's own validation answers (422), as for an unscoped token."""
+    _, client, own, _, scoped = two_projects
+    h = scoped["read"]
+    for url, params in ((f"/api/v1/runs/{odd}", {}), (f"/api/v1/alerts/{odd}", {}),
+                        (f"/api/v1/alert-rules/{odd}", {}),
+                        ("/api/v1/compare", {"run": [own.run, odd]}),
+                        ("/api/v1/alerts", {"run": odd})):
+        r = client.get(url, params=params, headers=h)
+        assert r.status_code == 422, (url, params, r.status_code, r.text)
+        assert r.json()["code"] == "invalid", r.text

@@ -38,6 +38,7 @@ from scalewatch.server.api.mlflow_compat import (
     check_tags,
     checked_text,
     experiment_json,
+    id_of,
     invalid,
     merged_config,
     metric_rows,
@@ -153,11 +154,8 @@ def _project_of_experiment(store: Store, experiment_id: str) -> Project:
     if experiment_id == DEFAULT_EXPERIMENT_ID:
         # MLflow's client logs to experiment "0" when none was set: it always exists.
         return store.create_project(DEFAULT_EXPERIMENT_NAME)[0]
-    found = (
-        store.get_project(project_id=int(experiment_id))
-        if experiment_id.isdigit() and int(experiment_id) < 2**31
-        else None
-    )
+    project_id = id_of(experiment_id)
+    found = store.get_project(project_id=project_id) if project_id is not None else None
     if found is None:
         raise MlflowError(
             "RESOURCE_DOES_NOT_EXIST", f"No Experiment with id={experiment_id} exists"
