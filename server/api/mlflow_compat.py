@@ -204,6 +204,9 @@ def run_json(run: Run, experiment_id: str) -> dict[str, Any]:
 def _int(value: Any, what: str) -> int:
     if isinstance(value, bool):
         raise invalid(f"{what} must be an integer")
+    if isinstance(value, float) and math.isfinite(value) and not value.is_integer():
+        # int() would truncate 1.7 to 1 and overwrite step 1 (MLflow refuses it: an int64)
+        raise invalid(f"{what} must be an integer, got {value!r}")
     try:
         return int(value)
     except (TypeError, ValueError, OverflowError):  # OverflowError: Infinity

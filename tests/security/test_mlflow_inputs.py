@@ -280,3 +280,27 @@ def test_ids_of_non_ascii_digits_name_nothing(authed_db: Authed, odd: str) -> No
     found = authed_db.client.post(f"{M}/runs/search", json={"experiment_ids": [odd]}, headers=h)
     assert (found.status_code, found.json()) == (200, {"runs": []})
     assert _everything_still_reads(authed_db, run_id)["latest"] == {}
+
+
+def test_a_fractional_step_is_refused_not_truncated(authed_db: Authed) -> None:
+    """A step of 1.7 was stored at step 1 (int() truncates), overwriting what step 1 held.
+    MLflow's own server refuses it (a step is an int64); so does the REST API. 2.0 is step 2."""
+    run_id = _run(authed_db)
+    first = _post(authed_db, "/runs/log-metric", {"run_id": run_id, "key": "m", "value": 0.1,
+                                                  "timestamp": 1, "step": 1})
+    assert first.status_code == 200, first.text
+    for path, body in [
+        ("/runs/log-batch", {"run_id": run_id, "metrics": [
+            {"key": "m", "value": 0.9, "timestamp": 1, "step": 1.7}]}),
+        ("/runs/log-metric", {"run_id": run_id, "key": "m", "value": 0.9, "timestamp": 1,
+                              "step": 1.7}),
+    ]:
+        refused = _post(authed_db, path, body)
+        _refused(refused)
+        assert "step" in refused.json()["message"]
+    whole = _post(authed_db, "/runs/log-metric", {"run_id": run_id, "key": "m", "value": 0.2,
+                                                  "timestamp": 1, "step": 2.0})
+    assert whole.status_code == 200, whole.text
+    history = authed_db.client.get(f"{M}/metrics/get-history", headers=authed_db.h("read"),
+                                   params={"run_id": run_id, "metric_key": "m"}).json()
+    assert [(m["step"], m["value"]) for m in history["metrics"]] == [(1, 0.1), (2, 0.2)]
