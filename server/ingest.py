@@ -102,6 +102,7 @@ def group_rows(rows: Iterable[PointRow]) -> Batch:
 # Bytes an inflated body is produced in: each chunk's shape is checked (jsonbounds) before the
 # next one is inflated, so a bomb is refused after its first chunk.
 INFLATE_CHUNK_BYTES = 1024 * 1024
+GZIP_MAGIC = b"\x1f\x8b"
 
 
 def decode_body(raw: bytes, content_encoding: str | None) -> Any:
@@ -127,26 +128,47 @@ def inflate(raw: bytes, content_encoding: str | None, scanner: JsonScanner | Non
     wbits = 16 + zlib.MAX_WBITS if encoding != "deflate" else zlib.MAX_WBITS
     inflater = zlib.decompressobj(wbits)
     chunks: list[bytes] = []
-    size, pending = 0, raw
+    size, pending, members = 0, raw, 1
     try:
-        while not inflater.eof:
+        while True:
             chunk = inflater.decompress(pending, INFLATE_CHUNK_BYTES)
             pending = inflater.unconsumed_tail
-            if not chunk and not pending:  # input used up before the stream's end
+            if chunk:
+                size += len(chunk)
+                if size > limits.MAX_INFLATED_BYTES:
+                    raise IngestError(
+                        413, f"inflated body exceeds {limits.MAX_INFLATED_BYTES} bytes")
+                chunks.append(chunk)
+                if len(chunks) == 2:  # more than one chunk: scan what came before too
+                    _scan(scanner, chunks[0])
+                if len(chunks) >= 2:
+                    _scan(scanner, chunk)
+            if inflater.eof:
+                if not inflater.unused_data:
+                    break
+                # Another gzip member follows (RFC 1952 2.2): read it too, or its points
+                # would be dropped without a word. Anything else after the stream is refused.
+                pending = inflater.unused_data
+                members += 1
+                _check_next_member(encoding, pending, members)
+                inflater = zlib.decompressobj(wbits)
+            elif not chunk and not pending:  # input used up before the stream's end
                 break
-            size += len(chunk)
-            if size > limits.MAX_INFLATED_BYTES:
-                raise IngestError(413, f"inflated body exceeds {limits.MAX_INFLATED_BYTES} bytes")
-            chunks.append(chunk)
-            if len(chunks) == 2:  # more than one chunk: scan what came before too
-                _scan(scanner, chunks[0])
-            if len(chunks) >= 2:
-                _scan(scanner, chunk)
     except (zlib.error, gzip.BadGzipFile) as exc:
         raise IngestError(400, f"body is not valid {encoding}: {exc}") from exc
     if not inflater.eof:
         raise IngestError(400, f"body is not valid {encoding}: it ends too early")
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def _check_next_member(encoding: str, rest: bytes, members: int) -> None:
+    if encoding == "deflate" or not rest.startswith(GZIP_MAGIC):
+        raise IngestError(
+            400, f"body is not valid {encoding}: {len(rest)} bytes follow the end of its data")
+    if members > limits.MAX_GZIP_MEMBERS:
+        raise IngestError(
+            400, f"body is not valid {encoding}: more than {limits.MAX_GZIP_MEMBERS} gzip "
+            "members (compress a batch as one)")
 
 
 def _scan(scanner: JsonScanner | None, chunk: bytes) -> None:

@@ -26,6 +26,7 @@ __all__ = [
     "MAX_COMPARE_RUNS",
     "MAX_CONFIG_BYTES",
     "MAX_GROUP_LENGTH",
+    "MAX_GZIP_MEMBERS",
     "MAX_DOWNSAMPLE_POINTS",
     "MAX_EXPENSIVE_READS_PER_TOKEN",
     "MAX_FIT_POINTS",
@@ -50,6 +51,10 @@ __all__ = [
 
 # Cap on what a gzip body may inflate to (zip bombs); the raw cap is MAX_BODY_BYTES.
 MAX_INFLATED_BYTES = 64 * 1024 * 1024
+# Members of one gzip body (RFC 1952: a body may be several, all read). A client compresses a
+# batch as one, or a few when it streams; each member costs a copy of the rest of the body, so
+# 800k empty members (16 MB of 20-byte ones) would take minutes.
+MAX_GZIP_MEMBERS = 16
 # The shape of a JSON body, checked on its bytes (as it is inflated) before it is parsed
 # (server/jsonbounds.py): a parser builds an object per bracket, so 62 MB of brackets became
 # 3 GB. An ingest batch nests 4 deep and holds 2 containers and at most

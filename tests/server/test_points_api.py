@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import zlib
 
 from scalewatch.server import limits
 
@@ -168,3 +169,29 @@ def test_downsampling_keeps_extremes_and_since_step(api):
     assert tail["downsampled"] is False
     # Default metric is the run's fit metric; an unknown metric is an empty series.
     assert api.get(f"/api/v1/runs/{rid}/points", params={"metric": "nope"}).json()["points"] == []
+
+
+def test_every_gzip_member_is_read_and_trailing_bytes_are_refused(api):
+    """A gzip body is a series of members (RFC 1952 2.2; `gzip.decompress` and `zcat` read them
+    all). Only the first was read: a batch split over two members lost its second half without
+    a word (accepted 1 of 2), or failed as invalid JSON; bytes after the stream were ignored."""
+    rid = new_run(api)
+    headers = {"content-type": "application/json", "content-encoding": "gzip"}
+    raw = json.dumps(pts(range(4), r=lambda s: s / 10)).encode()
+    split = gzip.compress(raw[:30]) + gzip.compress(raw[30:])
+    r = api.post(f"/api/v1/runs/{rid}/points", content=split, headers=headers)
+    assert r.status_code == 200 and r.json() == {"accepted": 4, "updated": 0}, r.text
+    assert [p["step"] for p in stored(api, rid, "r")] == [0, 1, 2, 3]
+    for tail in (b"garbage", b"\x1f\x8b", b"\x00" * 8):
+        body = gzip.compress(json.dumps(pts([10], r=lambda s: 1.0)).encode()) + tail
+        r = api.post(f"/api/v1/runs/{rid}/points", content=body, headers=headers)
+        assert r.status_code == 400 and r.json()["detail"].startswith("body is not valid gzip"), (
+            tail, r.text)
+    many = gzip.compress(b"") * limits.MAX_GZIP_MEMBERS + gzip.compress(raw)
+    r = api.post(f"/api/v1/runs/{rid}/points", content=many, headers=headers)
+    assert r.status_code == 400 and "members" in r.json()["detail"], r.text
+    deflated = zlib.compress(json.dumps(pts([10], r=lambda s: 1.0)).encode()) + b"x"
+    r = api.post(f"/api/v1/runs/{rid}/points", content=deflated,
+                 headers={**headers, "content-encoding": "deflate"})
+    assert r.status_code == 400 and "deflate" in r.json()["detail"], r.text
+    assert [p["step"] for p in stored(api, rid, "r")] == [0, 1, 2, 3]  # nothing of the refused
