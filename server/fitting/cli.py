@@ -109,6 +109,26 @@ def _checked_prior(values: list[float] | None, check: Callable[[float, float], N
     return values[0], values[1]
 
 
+def _check_bounds(args: argparse.Namespace) -> None:
+    """The bounds POST /api/v1/fit puts on the same fields (`FitRequest`): finite, warm-up not
+    negative, fit-until and target positive. Outside them a fit forecast at compute -5, a NaN
+    warm-up dropped every point and a NaN R0 broke the engine."""
+    for flag, value, least in (("--r0", args.r0, None), ("--warmup", args.warmup, "ge"),
+                               ("--fit-until", args.fit_until, "gt"),
+                               ("--target", args.target, "gt")):
+        if value is None:
+            continue
+        if not math.isfinite(value):
+            raise InputError(f"{flag} must be a finite number, got {value}")
+        if least == "ge" and value < 0:
+            raise InputError(f"{flag} must not be negative, got {value:g}")
+        if least == "gt" and value <= 0:
+            raise InputError(f"{flag} must be positive, got {value:g}")
+    if not all(math.isfinite(v) for v in args.range):
+        lo, hi = args.range
+        raise InputError(f"--range LO HI must be finite numbers, got {lo} {hi}")
+
+
 def _iv(p: tuple[float, float] | None, spec: str = ".4g") -> str:
     return "" if p is None else f"  [{_fmt(p[0], spec)}, {_fmt(p[1], spec)}]"
 
@@ -186,6 +206,7 @@ def plot(res: FitResult, c: np.ndarray, y: np.ndarray, opts: FitOptions, out: st
 def main(argv: list[str]) -> int:
     try:
         args = _parser().parse_args(argv)
+        _check_bounds(args)
         c, y = read_csv(args.file, args.compute, args.value)
         lo, hi = args.range
         if not lo < hi:
@@ -195,7 +216,10 @@ def main(argv: list[str]) -> int:
         opts = FitOptions(r0=args.r0, warmup=args.warmup, fit_until=args.fit_until,
                           target_compute=args.target, value_range=(lo, hi), method=args.method,
                           noise_prior=prior, b_prior=b_prior)
-        res = fit_curve(c, y, opts)
+        try:
+            res = fit_curve(c, y, opts)
+        except Exception as e:  # noqa: BLE001 - as the API's 422: values at float's ends
+            raise InputError(f"these points cannot be fitted ({type(e).__name__}: {e})") from None
         if args.plot:
             plot(res, c, y, opts, args.plot)
     except InputError as e:

@@ -123,3 +123,47 @@ def test_main_in_process(curve_csv: Path, capsys: pytest.CaptureFixture[str]) ->
     # the point at compute 0 gives R0, it is not a fit point
     assert json.loads(capsys.readouterr().out)["n_points"] == 120
     assert main(["/nonexistent.csv"]) == 2
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("--target", "-5"), "--target"),  # was "predicted 0.3094" at compute -5
+        (("--target", "0"), "--target"),
+        (("--target", "nan"), "--target"),
+        (("--target", "inf"), "--target"),
+        (("--warmup", "nan"), "--warmup"),  # was every point dropped, no word why
+        (("--warmup", "-1"), "--warmup"),
+        (("--fit-until", "-1"), "--fit-until"),
+        (("--r0", "nan"), "--r0"),  # was a LinAlgError traceback
+        (("--range", "nan", "1"), "--range"),
+        (("--range", "0", "inf"), "--range"),
+    ],
+)
+def test_options_out_of_the_apis_bounds_exit_2(
+    curve_csv: Path, capsys: pytest.CaptureFixture[str], args: tuple[str, ...], needle: str
+) -> None:
+    """The options take the bounds of POST /api/v1/fit's fields (finite; warmup >= 0; fit-until
+    and target > 0): the CLI took any float, printed a forecast at a negative target, dropped
+    every point for a NaN warm-up and raised a traceback for a NaN R0."""
+    from scalewatch.server.fitting.cli import main
+
+    assert main([str(curve_csv), "--compute", "gpu_hours", "--value", "reward", *args]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and needle in out.err and len(out.err.strip().splitlines()) == 1, out
+
+
+def test_points_the_engine_cannot_fit_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Values at the ends of float range break the engine: the API answers 422 "these points
+    cannot be fitted"; the CLI raised a traceback. Now one line and exit 2."""
+    from scalewatch.server.fitting.cli import main
+
+    f = tmp_path / "extreme.csv"
+    f.write_text("compute,value\n" + "".join(
+        f"{i},{-1e308 if i % 2 else 1e308}\n" for i in range(1, 49)))
+    assert main([str(f)]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and "cannot be fitted" in out.err, out
+    assert len(out.err.strip().splitlines()) == 1
