@@ -238,7 +238,44 @@ def _print_tokens(tokens: list[Token]) -> None:
               f"{_limited_to(t)}")
 
 
+def _token_name_problem(name: str) -> str | None:
+    """Why POST /api/v1/tokens would refuse `name` (empty, blank, NUL, too long), in its words:
+    the local commands write to the database directly, past the API's checks."""
+    from pydantic import ValidationError
+
+    from scalewatch.server.api.schemas.tokens import TokenCreate
+    from scalewatch.server.domain.checks import field_errors
+
+    try:
+        TokenCreate(name=name)
+    except ValidationError as exc:
+        return "; ".join(f"--name: {e['msg']}" for e in field_errors(exc))
+    return None
+
+
+def _url_problem(url: str) -> str | None:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if parts.scheme.lower() in ("http", "https") and parts.netloc:
+        return None
+    return f"--url must be an http:// or https:// URL, got {url!r}"
+
+
+def _token_id(text: str) -> int:
+    """A token id as the API takes it (a 32-bit id): past 64 bits SQLite raised OverflowError."""
+    if text.isascii() and text.isdigit() and 1 <= int(text) <= 2**31 - 1:
+        return int(text)
+    raise argparse.ArgumentTypeError(f"a token id is a whole number 1 .. {2**31 - 1}, not {text!r}")
+
+
 def cmd_token(args: argparse.Namespace) -> int:
+    problem = _token_name_problem(args.name) if args.token_command == "create" else None
+    if problem is None and getattr(args, "url", None):
+        problem = _url_problem(args.url)
+    if problem is not None:
+        print(f"scalewatch: {problem}", file=sys.stderr)
+        return 2
     if getattr(args, "url", None):
         return _token_http(args)
     store = _token_store(args)
@@ -324,7 +361,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     q = tsub.add_parser("list", help="list tokens (never their secrets)")
     _token_target_options(q)
     q = tsub.add_parser("revoke", help="revoke a token")
-    q.add_argument("id", type=int)
+    q.add_argument("id", type=_token_id)
     _token_target_options(q)
     p.set_defaults(func=cmd_token)
 

@@ -114,3 +114,41 @@ def test_token_commands_against_a_running_server(sqlite_url: str, tmp_path: Path
         assert not (tmp_path / "elsewhere").exists()
     finally:
         server.stop()
+
+
+def _token_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """`scalewatch token ...` in this process: (exit code, stdout, stderr)."""
+    from trainer_client.cli import main
+
+    try:
+        code = main(["token", *args])
+    except SystemExit as exc:  # argparse refusals
+        code = int(exc.code or 0)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("create", "--name", ""), "name"),  # the API's 422s, which the CLI did not apply
+        (("create", "--name", "a\x00b"), "NUL"),
+        (("create", "--name", "   "), "blank"),
+        (("create", "--name", "n" * 201), "name"),
+        (("revoke", "99999999999999999999"), "id"),  # an OverflowError traceback (SQLite)
+        (("revoke", "0"), "id"),
+        (("create", "--name", "x", "--url", "not-a-url", "--token", "t"), "--url"),  # ValueError
+        (("list", "--url", "ftp://host", "--token", "t"), "--url"),
+    ],
+)
+def test_token_commands_refuse_what_the_api_refuses_in_one_line(
+    database_url: str, capsys: pytest.CaptureFixture[str], args: tuple[str, ...], needle: str
+) -> None:
+    """The local token commands wrote names the API refuses (empty, NUL, blank, 5,000
+    characters), a revoke of an id past 64 bits was a traceback, and an --url that is not an
+    http(s) URL a ValueError traceback. Now: exit 2, one line naming what, no token made."""
+    code, out, err = _token_cli(capsys, *args, "--database-url", database_url)
+    assert code == 2, (out, err)
+    assert out == "" and needle in err and "Traceback" not in err, err
+    listed = _token_cli(capsys, "list", "--database-url", database_url)
+    assert listed[0] == 0 and listed[1] == "", listed  # no token was created
