@@ -56,3 +56,25 @@ def test_project_default_then_run_override(api) -> None:  # noqa: ANN001
     assert api.patch("/api/v1/projects/p", json={"fit_metric": None}).json()["fit_metric"] is None
     assert api.get("/api/v1/projects/nope").status_code == 404
     assert api.patch("/api/v1/projects/p", json={"fit_metric": ""}).status_code == 422
+
+
+def test_a_project_named_with_slashes_is_addressable(api) -> None:  # noqa: ANN001
+    """Project names may hold "/" (MLflow experiments such as "/Shared/math-rl", "team/math"):
+    POST /runs takes them, but GET and PATCH /projects/{name} answered 404 "Not Found" even
+    with the slash escaped (%2F is decoded before routing), so `scalewatch fit-metric --project
+    team/math` could not set that project's default."""
+    from urllib.parse import quote
+
+    for name in ("team/math", "/Shared/math-rl", "a//b/"):
+        made = api.post("/api/v1/runs", json={"project": name, "name": "r"})
+        assert made.status_code == 201, made.text
+        url = f"/api/v1/projects/{quote(name, safe='')}"  # as the client sends it
+        r = api.patch(url, json={"fit_metric": "val/acc"})
+        assert r.status_code == 200 and r.json()["name"] == name, r.text
+        got = api.get(url)
+        assert got.status_code == 200, got.text
+        assert (got.json()["name"], got.json()["fit_metric"]) == (name, "val/acc")
+        run = api.get(f"/api/v1/runs/{made.json()['id']}").json()
+        assert run["fit_metric"] == "val/acc"
+    other = api.get("/api/v1/projects/team")  # a prefix is another project: not found
+    assert other.status_code == 404 and other.json()["detail"] == "project 'team' not found"

@@ -25,9 +25,12 @@ router = APIRouter(
     dependencies=[PROJECTS],
 )
 ProjectName = Annotated[str, Path(min_length=1, max_length=limits.MAX_NAME_LENGTH)]
+# `:path`: a project name may hold "/" (MLflow experiments such as "/Shared/math-rl"), and the
+# server decodes %2F before routing, so a plain `{project}` never matched such a name.
+ONE = "/{project:path}"
 
 
-@router.get("/{project}", response_model=ProjectOut, dependencies=[READ],
+@router.get(ONE, response_model=ProjectOut, dependencies=[READ],
             responses=not_found("project"))
 def get_project(project: ProjectName, store: StoreDep) -> Project:
     """A project and its default fit metric."""
@@ -37,7 +40,7 @@ def get_project(project: ProjectName, store: StoreDep) -> Project:
     return found
 
 
-@router.patch("/{project}", response_model=ProjectOut, dependencies=[WRITE])
+@router.patch(ONE, response_model=ProjectOut, dependencies=[WRITE])
 def patch_project(
     project: ProjectName, body: ProjectPatch, store: StoreDep, request: Request
 ) -> Project:
