@@ -39,6 +39,7 @@ from scalewatch.dashboard.checks import (
 from scalewatch.server import limits
 
 ROWS = limits.MAX_DASHBOARD_ROWS
+DASHBOARD_PATH = "/dashboard"  # the app's requests_pathname_prefix, without its final "/"
 RUN_ID = Int(1, limits.MAX_ID)
 COUNT = Maybe(Int(0, 2**31 - 1))  # n_clicks, n_intervals, the pages' change counters
 NAME = Text(limits.MAX_NAME_LENGTH)  # project, run and metric names
@@ -127,8 +128,9 @@ SPECS: dict[str, Spec] = {
     "rule-webhook.value": Maybe(Text(4096)),
     "rule-secret.value": Maybe(Text(4096)),
     "rule-create.n_clicks": COUNT,
-    # Dash's pages: the location the layout is built for
-    "_pages_location.pathname": Maybe(Text(4096)),
+    # Dash's pages: the location the layout is built for. Dash's router raises (a 500) for a
+    # path outside its prefix, null included; the browser only sends paths under it.
+    "_pages_location.pathname": Text(4096, prefix=DASHBOARD_PATH),
     "_pages_location.search": Maybe(Text(4096)),
 }
 MAX_PATTERN_ITEMS = 32  # components one ALL-pattern input may match (a rule's parameters)
@@ -232,6 +234,8 @@ def check_request(dash_app: Dash, body: Any) -> None:
 def install(dash_app: Dash) -> None:
     """Check callback requests before Dash dispatches them; 404 for files Dash does not serve."""
     server = dash_app.server
+    # The page router's pathname spec names the prefix: a move of the app must move it too.
+    assert dash_app.config.requests_pathname_prefix.rstrip("/") == DASHBOARD_PATH
     update_path = dash_app.config.routes_pathname_prefix + "_dash-update-component"
 
     @server.before_request

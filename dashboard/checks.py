@@ -60,10 +60,12 @@ class Num(Spec):
 @dataclass(frozen=True)
 class Text(Spec):
     """Text of at most `max_len` characters that can be stored and sent back: valid UTF-8 (no
-    lone surrogates) and no NUL; `choices`, when given, are the only values allowed."""
+    lone surrogates) and no NUL; `choices`, when given, are the only values allowed, and
+    `prefix`, when given, is how the text must start."""
 
     max_len: int
     choices: tuple[str, ...] = ()
+    prefix: str = ""
 
     def check(self, value: Any, where: str) -> None:
         if not isinstance(value, str):
@@ -78,6 +80,8 @@ class Text(Spec):
             raise Refused(f"{where}: text is not valid UTF-8") from None
         if self.choices and value not in self.choices:
             raise Refused(f"{where}: {value[:40]!r} is not one of {', '.join(self.choices)}")
+        if not value.startswith(self.prefix):
+            raise Refused(f"{where}: {value[:40]!r} does not start with {self.prefix!r}")
 
 
 @dataclass(frozen=True)

@@ -177,3 +177,21 @@ def test_a_bearer_write_token_may_use_the_write_callbacks(authed_db: Authed) -> 
         assert ("rules-ok" in said) is allowed and ("rules-denied" in said) is not allowed
     assert c.get(f"/api/v1/alert-rules/{rule.json()['id']}",
                  headers=authed_db.h("read")).json()["enabled"] is False  # fmt: skip
+
+
+@pytest.mark.parametrize("pathname", [None, "", "x", "/run/1", "team/math", "/dashboar"])
+def test_the_page_router_refuses_a_path_outside_the_dashboard(
+    signed_in: Authed, pathname: str | None
+) -> None:
+    """Dash's page router (the `_pages_content` callback, registered at the first dashboard
+    request, so the fuzzer's list of callbacks never held it) raised UnsupportedRelativePath,
+    a 500 and a traceback, for any pathname not under /dashboard (null and "" too): the
+    browser only sends paths under it."""
+    r = _call(signed_in, "_pages_content", {"_pages_location.pathname": pathname,
+                                            "_pages_location.search": ""})
+    assert r.status_code == 400, r.text
+    assert r.json()["detail"].startswith("_pages_location.pathname"), r.text
+    for ok in ("/dashboard/run/1", "/dashboard/", "/dashboard", "/dashboard/nope"):
+        page = _call(signed_in, "_pages_content", {"_pages_location.pathname": ok,
+                                                   "_pages_location.search": None})
+        assert page.status_code == 200, (ok, page.text[:300])

@@ -65,7 +65,8 @@ def _text(spec: Text) -> st.SearchStrategy[str]:
         return st.sampled_from(spec.choices)
     free = st.text(st.characters(codec="utf-8", exclude_characters="\x00"),
                    max_size=min(spec.max_len, 24))  # fmt: skip
-    return st.one_of(st.sampled_from([n for n in NAMES if len(n) <= spec.max_len]), free)
+    text = st.one_of(st.sampled_from([n for n in NAMES if len(n) <= spec.max_len]), free)
+    return text.map(lambda t: spec.prefix + t) if spec.prefix else text
 
 
 def valid(spec: Spec) -> st.SearchStrategy[Any]:  # noqa: PLR0911 - one case per spec kind
@@ -167,7 +168,11 @@ def fuzzed(database_url: str) -> Iterator[tuple[TestClient, dict[str, str]]]:
 def test_no_callback_request_is_a_server_error(fuzzed: tuple[TestClient, dict[str, str]]) -> None:
     client, sessions = fuzzed
     dash_app = client.app.state.dash_app  # type: ignore[attr-defined]
+    # Dash registers its page router at the first dashboard request: without one, the fuzzer
+    # never sent it anything (and missed its 500 for a path outside /dashboard).
+    assert client.get("/dashboard/_dash-dependencies").status_code == 200
     callbacks = sorted((o, r) for o, r in dash_app.callback_map.items() if server_side(r))
+    assert any("_pages_content" in o for o, _ in callbacks)
     strategy = st.tuples(
         st.sampled_from(sorted(sessions)),
         st.sampled_from(callbacks).flatmap(lambda c: requests_for(*c)),
