@@ -46,10 +46,15 @@ NAME = Text(limits.MAX_NAME_LENGTH)  # project, run and metric names
 GROUP = Text(limits.MAX_GROUP_LENGTH)
 FLOAT = Num(-sys.float_info.max, sys.float_info.max)
 ROW_IDS = Maybe(ListOf(RUN_ID, ROWS))  # the ids of the ticked rows of a table
-# A table's rows and columns, sent back for its CSV export: objects of plain cells
-TABLE_ROWS = Maybe(ListOf(Record({}, extra=Json(max_items=100, max_depth=1)), ROWS))
+# A table's rows and columns, sent back for its CSV export: objects of plain cells. A run's
+# config is a column per key ("config.KEY") and a cell per value, as long as the config the API
+# stores (MLflow params alone have 250-character keys and 6,000-character values); the body
+# cap bounds the whole.
+CELL = limits.MAX_CONFIG_BYTES + len("config.")
+TABLE_ROWS = Maybe(ListOf(
+    Record({}, extra=Json(max_items=100, max_depth=1, max_text=CELL), max_key=CELL), ROWS))
 TABLE_COLUMNS = Maybe(ListOf(
-    Record({"id": Text(400), "name": Text(400)}, required=frozenset({"id"}),
+    Record({"id": Text(CELL), "name": Text(CELL)}, required=frozenset({"id"}),
            extra=Json(max_items=20, max_depth=2)),
     1_000,
 ))  # fmt: skip

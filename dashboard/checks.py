@@ -139,6 +139,7 @@ class Record(Spec):
     fields: dict[str, Spec]
     required: frozenset[str] = field(default_factory=frozenset)
     extra: Spec | None = None
+    max_key: int = 200  # characters of a key `extra` checks
 
     def check(self, value: Any, where: str) -> None:
         if not isinstance(value, dict):
@@ -149,7 +150,7 @@ class Record(Spec):
         if unknown and self.extra is None:
             raise Refused(f"{where}: unknown key {unknown[0][:40]!r}")
         for key in unknown:
-            Text(200).check(key, f"{where} key")
+            Text(self.max_key).check(key, f"{where} key")
             if self.extra is not None:
                 self.extra.check(value[key], f"{where}.{key}"[:200])
         for key, spec in self.fields.items():

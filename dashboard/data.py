@@ -9,6 +9,7 @@ import re
 from typing import Any
 from urllib.parse import urlencode
 
+from scalewatch.dashboard.checks import MAX_SAFE_INT
 from scalewatch.dashboard.figures import a_text, fmt, forecast_text, run_color, unit_label
 from scalewatch.server import limits
 from scalewatch.server.domain.alerts import Alert
@@ -65,6 +66,10 @@ def open_alert_counts(store: Store, run_ids: list[int]) -> dict[int, int]:
 
 
 def _config_value(v: Any) -> Any:
+    # An integer beyond 2^53 as its text: a browser cannot read it exactly, the page's rows
+    # sent back would fail the callback guard, and beyond 64 bits Dash cannot even send it.
+    if isinstance(v, int) and not isinstance(v, bool) and abs(v) > MAX_SAFE_INT:
+        return str(v)
     if isinstance(v, (int, float, str)) or v is None:
         return v
     return str(v)

@@ -195,3 +195,37 @@ def test_the_page_router_refuses_a_path_outside_the_dashboard(
         page = _call(signed_in, "_pages_content", {"_pages_location.pathname": ok,
                                                    "_pages_location.search": None})
         assert page.status_code == 200, (ok, page.text[:300])
+
+
+@pytest.mark.parametrize(
+    ("config", "cell"),
+    [
+        ({"seed": 2**70}, str(2**70)),  # beyond 64 bits: the table callback was a 500
+        ({"seed": 2**60}, str(2**60)),  # beyond 2^53: shown, then its CSV export refused
+        ({"k" * 250: "v"}, "v"),  # an MLflow param key (<= 250): its column refused (200)
+        ({"prompt": "x" * 6_000}, "x" * 6_000),  # an MLflow param value (<= 6,000): refused
+    ],
+)
+def test_any_config_the_api_stores_shows_and_exports_on_the_runs_page(
+    signed_in: Authed, config: dict, cell: str
+) -> None:
+    """A config POST /runs accepts (201) must not break the Runs page: an integer beyond 64
+    bits made its table callback a 500 for the whole project; an integer beyond 2^53, a key
+    over 193 characters or a value over 4,096 (MLflow params allow 250 and 6,000) made the
+    page's own rows fail the callback guard, so "Download CSV" answered 400."""
+    c, h = signed_in.client, {"Authorization": f"Bearer {signed_in.tokens['write']}"}
+    made = c.post("/api/v1/runs", json={"project": "cfg", "name": "r", "config": config},
+                  headers=h)
+    assert made.status_code == 201, made.text
+    table = _call(signed_in, "runs-table", {"runs-project.value": "cfg",
+                                            "runs-view.value": "runs"})
+    assert table.status_code == 200, table.text[:300]
+    out = table.json()["response"]["runs-table"]
+    key = "config." + next(iter(config))
+    assert [row[key] for row in out["data"]] == [cell]
+    csv = _call(signed_in, "runs-csv", {"runs-csv-btn.n_clicks": 1, "runs-view.value": "runs",
+                                        "runs-table.data": out["data"],
+                                        "runs-table.columns": out["columns"]})
+    assert csv.status_code == 200, csv.text[:300]
+    content = csv.json()["response"]["runs-csv"]["data"]["content"]
+    assert key in content and cell in content
