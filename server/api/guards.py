@@ -192,10 +192,33 @@ class RequestGuard:
                     ),
                 )
                 return
+            if (
+                scope.get("method") in _BODY_METHODS
+                and has_body
+                and (_header(scope, b"content-encoding") or "identity").strip().lower()
+                != "identity"
+                and not is_points_route(path)
+                and not is_artifact_upload(scope)
+            ):
+                # Only the points route inflates: elsewhere gzip bytes failed as "an error
+                # parsing the body", which named neither the encoding nor where it is taken.
+                await _send_json(send, 415, _refusal(mlflow, 415, _NOT_ENCODED))
+                return
         if is_artifact_upload(scope):  # streamed and discarded: no cap, no JSON shape
             await self.app(scope, receive, send)
         else:
             await self.app(scope, _capped(receive, _shape_scanner(scope, path)), send)
+
+
+_NOT_ENCODED = (
+    "Content-Encoding is accepted only by POST /api/v1/runs/{id}/points; send this body "
+    "unencoded"
+)
+
+
+def is_points_route(path: str) -> bool:
+    """POST /api/v1/runs/{id}/points: the one route that inflates and bounds its own body."""
+    return path.startswith("/api/v1/runs/") and path.endswith("/points")
 
 
 def _too_large() -> str:
@@ -211,7 +234,7 @@ def _shape_scanner(scope: Scope, path: str) -> JsonScanner | None:
     if (
         scope.get("method") not in _BODY_METHODS
         or not path.startswith((API_PREFIX, MLFLOW_PREFIX))
-        or (path.endswith("/points") and path.startswith("/api/v1/runs/"))
+        or is_points_route(path)
         or _header(scope, b"content-encoding") not in (None, "identity")
     ):
         return None

@@ -146,3 +146,23 @@ def test_raw_socket_oversized_declared_body_answers_without_reading(live_server)
         )
         reply = s.recv(4096)
     assert reply.startswith(b"HTTP/1.1 413"), reply[:100]
+
+
+def test_an_encoded_body_where_only_points_inflate_says_so(authed) -> None:
+    """Only POST /runs/{id}/points inflates gzip: elsewhere a gzip body was a 400 "There was
+    an error parsing the body" (REST) or "request body is not valid JSON" (MLflow), which
+    names neither the encoding nor where it is accepted. Now a 415 saying both."""
+    import gzip
+
+    body = gzip.compress(b'{"project": "p", "name": "r"}')
+    headers = {**authed.h("write"), "Content-Type": "application/json",
+               "Content-Encoding": "gzip"}
+    for path in ("/api/v1/runs", "/api/v1/alert-rules", "/api/2.0/mlflow/runs/create"):
+        r = authed.client.post(path, content=body, headers=headers)
+        assert r.status_code == 415, (path, r.status_code, r.text)
+        said = r.json().get("detail") or r.json().get("message")
+        assert "Content-Encoding" in said and "/points" in said, (path, said)
+    assert authed.client.get("/api/v1/runs", headers=authed.h("read")).json()["total"] == 0
+    identity = {**headers, "Content-Encoding": "identity"}
+    made = authed.client.post("/api/v1/runs", content=gzip.decompress(body), headers=identity)
+    assert made.status_code == 201, made.text
