@@ -183,10 +183,14 @@ class RunsMixin(SqlBase):
         if existed is not None:
             return existed, False
         with self.session() as s:
-            self._project_id(s, name)
+            # Created by this call only if its own insert landed: another may have made it
+            # since the look above (MLflow's experiments/create must then say it exists).
+            insert = dialect_insert(s)
+            won = s.scalar(insert(Project).values(name=name, created_at=utcnow())
+                           .on_conflict_do_nothing().returning(Project.id)) is not None
         made = self.get_project(name=name)
-        assert made is not None  # just created
-        return made, True
+        assert made is not None  # inserted above unless it existed
+        return made, won
 
     def get_run(self, run_id: int) -> RunRecord:
         with self.session() as s:

@@ -59,3 +59,38 @@ def test_concurrent_log_batches_lose_no_param_or_tag(server: LiveServer) -> None
     want_config |= {f"rank{k}.last": str(ROUNDS - 1) for k in range(WRITERS)}
     assert stored["config"] == want_config
     assert sorted(stored["tags"]) == [f"rank{k}={ROUNDS - 1}" for k in range(WRITERS)]
+
+
+def test_of_concurrent_creates_of_one_experiment_exactly_one_creates_it(store) -> None:  # noqa: ANN001
+    """`experiments/create` answers RESOURCE_ALREADY_EXISTS unless this call made the
+    experiment; it asked whether the project existed, then inserted (ON CONFLICT DO NOTHING)
+    and said "created" whether or not its insert was the one that landed: on PostgreSQL 7 of
+    24 simultaneous creates of one name were each told they created it. Every caller here
+    first sees no project (the lookup waits for all of them), so all race for the insert."""
+    callers = 6
+    looked = threading.Barrier(callers)
+    seen: set[int] = set()
+    lookup = store.get_project
+
+    def get_project(**kw: object) -> object:
+        found = lookup(**kw)
+        if threading.get_ident() not in seen:  # each caller's first look: before any insert
+            seen.add(threading.get_ident())
+            looked.wait(timeout=60)
+        return found
+
+    store.get_project = get_project
+    results: list[tuple[int, bool]] = []
+
+    def create() -> None:
+        project, created = store.create_project("exp")
+        results.append((project.id, created))
+
+    threads = [threading.Thread(target=create) for _ in range(callers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert len(results) == callers
+    assert len({pid for pid, _ in results}) == 1  # one project
+    assert sum(created for _, created in results) == 1, results
