@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import re
 import socket
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -88,10 +89,30 @@ def parse(url: str) -> tuple[str, str, int, str]:
         raise UnsafeTarget(f"webhook_url has an invalid port: {exc}") from exc
     if not host:
         raise UnsafeTarget("webhook_url has no host")
+    if not _host_syntax_ok(host):
+        # Unresolvable hosts are saved (DNS may be down now); these can never resolve.
+        raise UnsafeTarget(f"webhook_url has an invalid host {host[:80]!r}")
     if parts.username or parts.password:
         raise UnsafeTarget("webhook_url must not carry credentials")
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     return scheme, host, port or (443 if scheme == "https" else 80), path
+
+
+_LABEL = re.compile(r"(?!-)[A-Za-z0-9_-]{1,63}(?<!-)")
+
+
+def _host_syntax_ok(host: str) -> bool:
+    """An IP address, or a name of DNS labels (international ones as IDNA)."""
+    try:
+        ipaddress.ip_address(host.split("%", 1)[0])
+        return True
+    except ValueError:
+        pass
+    try:
+        name = host.encode("idna").decode("ascii")
+    except UnicodeError:
+        return False
+    return len(name) <= 253 and all(_LABEL.fullmatch(p) for p in name.rstrip(".").split("."))
 
 
 def resolve(url: str, allow_private: bool) -> Target:

@@ -311,3 +311,20 @@ def test_target_parsing_refuses_credentials_and_odd_schemes() -> None:
     for bad in ("ftp://x/", "http://user:pw@example.com/", "http:///nohost", "http://x:99999/"):
         with pytest.raises(targets.UnsafeTarget):
             targets.parse(bad)
+
+
+@pytest.mark.parametrize("url", ["http://exa mple.com/x", "http://exa<mple.com/x",
+                                 "http://a..b.com/x", "http://-bad-.com/x",
+                                 f"http://{'a' * 64}.com/x"])
+def test_a_host_no_name_can_have_is_refused_when_saved(authed, url) -> None:
+    """A host that is unresolvable now is saved (DNS may be down), so one that can never
+    resolve was saved too ("exa mple.com"): every alert then spent its delivery attempts
+    on it. Its syntax decides that: a 422 naming the host."""
+    r = authed.client.post("/api/v1/alert-rules", json=_rule(url), headers=authed.h("write"))
+    assert r.status_code == 422, (url, r.text)
+    assert "host" in r.text and "webhook_url" in r.text, r.text
+    for fine in ("https://hooks.example.com/x", "http://\u00e9xample.com/x",
+                 "http://[2606:4700::1111]/x", "https://93.184.215.14/hook",
+                 "http://no-such-host.invalid/x", "http://under_score.example.com/x"):
+        ok = authed.client.post("/api/v1/alert-rules", json=_rule(fine), headers=authed.h("write"))
+        assert ok.status_code == 201, (fine, ok.text)
