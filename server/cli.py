@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from scalewatch.server.config import Settings, load_settings
@@ -26,20 +27,38 @@ def add_database_option(p: argparse.ArgumentParser) -> None:
 
 
 def _settings(args: argparse.Namespace, **extra: object) -> Settings:
-    return load_settings(database_url=getattr(args, "database_url", None), **extra)
+    from pydantic import ValidationError
+
+    try:
+        return load_settings(database_url=getattr(args, "database_url", None), **extra)
+    except ValidationError as exc:  # a flag or SCALEWATCH_* variable out of its range
+        why = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        print(f"scalewatch: invalid setting: {why}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def _store(settings: Settings, upgrade: bool) -> Store:
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
+
     from scalewatch.server.db.engine import make_engine
     from scalewatch.server.db.migrate import SchemaOutOfDate, ensure_schema
     from scalewatch.server.store import SqlStore
 
-    engine = make_engine(settings)
+    shown = _display_url(settings.database_url)
+    try:
+        engine = make_engine(settings)
+    except (ArgumentError, NoSuchModuleError, ValueError) as exc:
+        print(f"scalewatch: cannot use database URL {shown}: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
     try:
         ensure_schema(engine, auto_upgrade=upgrade)
     except SchemaOutOfDate as exc:
         print(f"scalewatch: {exc}", file=sys.stderr)
         raise SystemExit(2) from exc
+    except OperationalError as exc:  # unreachable, refused, wrong password: say so, no trace
+        first = str(exc.orig or exc).strip().splitlines()[0]
+        print(f"scalewatch: cannot reach the database at {shown}: {first}", file=sys.stderr)
+        raise SystemExit(2) from None
     return SqlStore(engine)
 
 
@@ -262,6 +281,17 @@ def _url_problem(url: str) -> str | None:
     return f"--url must be an http:// or https:// URL, got {url!r}"
 
 
+def _bounded(lo: int, hi: int) -> Callable[[str], int]:
+    """An argparse type: a whole number in [lo, hi] (a port past 65535 was wrapped round)."""
+
+    def parse(text: str) -> int:
+        if text.isascii() and text.lstrip("-").isdigit() and lo <= int(text) <= hi:
+            return int(text)
+        raise argparse.ArgumentTypeError(f"expected a whole number {lo} .. {hi}, not {text!r}")
+
+    return parse
+
+
 def _token_id(text: str) -> int:
     """A token id as the API takes it (a 32-bit id): past 64 bits SQLite raised OverflowError."""
     if text.isascii() and text.isdigit() and 1 <= int(text) <= 2**31 - 1:
@@ -316,8 +346,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("serve", help="run the API and dashboard")
     add_database_option(p)
     p.add_argument("--host", default=None, help="bind address (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=None, help="port (default 8765)")
-    p.add_argument("--workers", type=int, default=1, help="server processes")
+    p.add_argument("--port", type=_bounded(0, 65535), default=None, help="port (default 8765)")
+    p.add_argument("--workers", type=_bounded(1, 1024), default=1, help="server processes")
     p.add_argument("--refit-in-process", action="store_true",
                    help="fit in a thread of each server process instead of a child process at "
                    "a lower OS priority (SCALEWATCH_REFIT_PROCESS=0)")
@@ -329,7 +359,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="allow webhook targets on loopback/private addresses (self-hosted relays)",
     )
-    p.add_argument("--log-level", default="info")
+    p.add_argument("--log-level", default="info",
+                   choices=("critical", "error", "warning", "info", "debug", "trace"))
     p.set_defaults(func=cmd_serve)
 
     from scalewatch.server.demo.cli import (  # no numpy at import

@@ -44,7 +44,7 @@ class Settings(BaseSettings):
     database_url: str = ""
     home: Path = Field(default_factory=lambda: Path.home() / ".scalewatch")
     host: str = "127.0.0.1"
-    port: int = 8765
+    port: int = Field(8765, ge=0, le=65535)  # above it the socket layer wrapped it round
     auth: bool = True
     # Pool sized explicitly: one connection per concurrently served request thread plus the
     # refitter and alert workers. No overflow: an overflow connection is closed as soon as it is

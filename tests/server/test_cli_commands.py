@@ -152,3 +152,30 @@ def test_token_commands_refuse_what_the_api_refuses_in_one_line(
     assert out == "" and needle in err and "Traceback" not in err, err
     listed = _token_cli(capsys, "list", "--database-url", database_url)
     assert listed[0] == 0 and listed[1] == "", listed  # no token was created
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "needle"),
+    [
+        (("--port", "99999"), {}, "port"),  # it served on 34463 while saying 99999
+        (("--port", "-1"), {}, "port"),
+        ((), {"SCALEWATCH_PORT": "99999"}, "port"),
+        ((), {"SCALEWATCH_PORT": "eighty"}, "port"),  # a pydantic traceback
+        (("--workers", "0"), {}, "workers"),
+        (("--log-level", "bogus"), {}, "log-level"),  # a KeyError traceback from uvicorn
+        (("--database-url", "nonsense://x"), {}, "nonsense://x"),  # NoSuchModuleError
+        (("--database-url", "postgresql+psycopg://u:secret@127.0.0.1:1/x"), {},
+         "cannot reach"),  # an OperationalError traceback
+    ],
+)
+def test_serve_refuses_bad_settings_in_one_line(
+    tmp_path: Path, args: tuple[str, ...], env: dict[str, str], needle: str
+) -> None:
+    """`scalewatch serve` with a port out of range, no workers, an unknown log level, a
+    database URL SQLAlchemy cannot use or a database it cannot reach: exit 2 and one line
+    saying which, before anything listens (never a traceback, never the password)."""
+    out = run_cli("serve", "--no-auth", *args,
+                  env={"SCALEWATCH_HOME": str(tmp_path / "home"), **env}, timeout=60)
+    assert out.returncode == 2, (out.returncode, out.stdout[-500:], out.stderr[-1500:])
+    assert "Traceback" not in out.stderr and needle in out.stderr, out.stderr[-1500:]
+    assert "serving on" not in out.stdout and "secret" not in out.stderr
