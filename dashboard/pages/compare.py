@@ -16,6 +16,7 @@ from dash import ctx as dash_ctx
 from dash.exceptions import PreventUpdate
 
 from scalewatch.dashboard import data, group_compare
+from scalewatch.dashboard.checks import MAX_SAFE_INT
 from scalewatch.dashboard.components import (
     GRAPH_CONFIG,
     DashContext,
@@ -234,7 +235,10 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
             store, ids, project, groups, metric, _float(str(budget)) if budget else None
         )
         budget_shown = detail.get("budget")
-        if budget_shown is not None and float(budget_shown).is_integer():
+        if budget_shown is not None and float(budget_shown).is_integer() \
+                and abs(budget_shown) <= MAX_SAFE_INT:
+            # "3000", not "3000.0", in the box; a FLOPs budget (1e20 and up) stays a float:
+            # past 2^63 Dash cannot send an int (a 500), past 2^53 a browser misreads it.
             budget_shown = int(budget_shown)
         if detail.get("error"):
             # Runs on different fit metrics keep their pills, and the picker offers the
