@@ -137,7 +137,12 @@ def points_dict(page: PointsPage) -> dict[str, Any]:
 def change_token(run: Run) -> list[Any]:
     """A cheap "has anything changed" key: newest step and fit time of the run."""
     fit = run.fit or {}
-    return [run.last_step, fit.get("fitted_at"), run.status]
+    step: Any = run.last_step
+    if step is not None and abs(step) > MAX_SAFE_INT:
+        # As text past 2^53: the page sends the token back, and the callback guard (like a
+        # browser) cannot take such an integer, so the page stopped updating (a 400 a tick).
+        step = str(step)
+    return [step, fit.get("fitted_at"), run.status]
 
 
 def run_detail(store: Store, run_id: int, metric: str | None = None) -> dict[str, Any]:

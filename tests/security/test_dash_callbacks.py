@@ -229,3 +229,24 @@ def test_any_config_the_api_stores_shows_and_exports_on_the_runs_page(
     assert csv.status_code == 200, csv.text[:300]
     content = csv.json()["response"]["runs-csv"]["data"]["content"]
     assert key in content and cell in content
+
+
+def test_a_run_with_steps_past_2_53_keeps_updating(signed_in: Authed) -> None:
+    """Steps go to 2^62 (the API's bound), but the Run page's change token carried the last
+    step as a number, which the callback guard refuses past 2^53 (a browser cannot hold it
+    exactly): every refresh of such a run was a 400 and its page stopped updating."""
+    c, h = signed_in.client, {"Authorization": f"Bearer {signed_in.tokens['write']}"}
+    rid = c.post("/api/v1/runs", json={"project": "p", "name": "big-steps"}, headers=h).json()["id"]
+    base = 2**60
+    pts = [{"step": base + s, "compute": float(s + 1), "metrics": {"m": s / 10}} for s in range(5)]
+    assert c.post(f"/api/v1/runs/{rid}/points", json={"points": pts}, headers=h).status_code == 200
+    first = _call(signed_in, "run-graph", {"run-id.data": rid})
+    assert first.status_code == 200, first.text[:300]
+    cache = first.json()["response"]["run-cache"]["data"]
+    more = [{"step": base + 9, "compute": 10.0, "metrics": {"m": 0.9}}]
+    assert c.post(f"/api/v1/runs/{rid}/points", json={"points": more}, headers=h).status_code == 200
+    tick = _call(signed_in, "run-graph",
+                 {"run-id.data": rid, "run-tick.n_intervals": 1, "run-cache.data": cache},
+                 changed=["run-tick.n_intervals"])
+    assert tick.status_code == 200, tick.text[:300]
+    assert tick.json()["response"]["run-cache"]["data"]["token"] != cache["token"]
