@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import csv
 import math
+import operator
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,10 +63,25 @@ def _number(value: Any) -> float | None:
 
 
 def _step_of(value: Any) -> int | None:
-    v = _number(value)
-    if v is None or not v.is_integer() or not 0 <= v <= MAX_STEP:
+    """A step as the API takes it (a whole number in 0..MAX_STEP). Integers and their text are
+    read exactly: through float, steps past 2^53 merged with their neighbours."""
+    if isinstance(value, bool):
         return None
-    return int(v)
+    step: int | None = None
+    text = value.strip().lstrip("+") if isinstance(value, str) else ""
+    if text.isascii() and text.isdigit():  # ASCII: "²".isdigit() is true, int("²") raises
+        step = int(value)
+    elif not isinstance(value, (str, float)):
+        try:
+            step = operator.index(value)  # int, numpy integers
+        except TypeError:
+            step = None
+    if step is None:
+        v = _number(value)
+        if v is None or not v.is_integer():
+            return None
+        step = int(v)
+    return step if 0 <= step <= MAX_STEP else None
 
 
 def _merge(rows: Iterable[TimedRecord]) -> list[TimedRecord]:

@@ -217,3 +217,20 @@ def test_fit_metric_cli(live_server: LiveServer, tmp_path: Path,
     assert cli_main([*base, "--clear"]) == 0
     assert _run(live_server, "fm", "a")["fit_metric"] == "eval_reward"  # recognised again
     assert cli_main([*base, "--run", "nope", "x"]) == 1
+
+
+def test_steps_past_2_53_keep_their_value() -> None:
+    """A step went through float on its way in: past 2^53 neighbouring steps became one (49
+    steps near 2^62 of an MLflow run imported as one, its last value), and others moved. The
+    API takes steps up to 2^62 exactly; so does import (ints, their text, numpy integers)."""
+    import numpy as np
+
+    base = 2**62 - 49
+    rows = [{"_step": base + i, "m": float(i)} for i in range(3)]
+    rows += [{"_step": str(base + 10), "m": 10.0}, {"_step": np.int64(base + 11), "m": 11.0}]
+    got = wandb_row_records(rows)
+    assert [(s, m["m"]) for s, m, _ in got] == [
+        (base, 0.0), (base + 1, 1.0), (base + 2, 2.0), (base + 10, 10.0), (base + 11, 11.0)]
+    assert wandb_row_records([{"_step": 2**62 + 1, "m": 1.0}, {"_step": 1.5, "m": 1.0},
+                              {"_step": -1, "m": 1.0}, {"_step": True, "m": 1.0}]) == []
+    assert wandb_row_records([{"_step": 7.0, "m": 1.0}])[0][0] == 7  # a whole float is a step
