@@ -6,9 +6,10 @@ Imported only when one of them runs, so the trainer-only base install never need
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from scalewatch.server.config import Settings, load_settings
@@ -37,28 +38,43 @@ def _settings(args: argparse.Namespace, **extra: object) -> Settings:
         raise SystemExit(2) from None
 
 
-def _store(settings: Settings, upgrade: bool) -> Store:
+@contextlib.contextmanager
+def _database_errors(url: str) -> Iterator[None]:
+    """A database URL SQLAlchemy cannot use, or a database it cannot reach (refused, wrong
+    password): one line naming it (password hidden) and exit 2, not a traceback."""
     from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 
+    try:
+        yield
+    except (ArgumentError, NoSuchModuleError) as exc:
+        print(f"scalewatch: cannot use database URL {_shown_url(url)}: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    except OperationalError as exc:
+        first = str(exc.orig or exc).strip().splitlines()[0]
+        print(f"scalewatch: cannot reach the database at {_shown_url(url)}: {first}",
+              file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def _shown_url(url: str) -> str:
+    try:
+        return _display_url(url)
+    except Exception:  # noqa: BLE001 - a URL that does not even parse: show its scheme only
+        return url.split("://", 1)[0] + "://..."
+
+
+def _store(settings: Settings, upgrade: bool) -> Store:
     from scalewatch.server.db.engine import make_engine
     from scalewatch.server.db.migrate import SchemaOutOfDate, ensure_schema
     from scalewatch.server.store import SqlStore
 
-    shown = _display_url(settings.database_url)
-    try:
+    with _database_errors(settings.database_url):
         engine = make_engine(settings)
-    except (ArgumentError, NoSuchModuleError, ValueError) as exc:
-        print(f"scalewatch: cannot use database URL {shown}: {exc}", file=sys.stderr)
-        raise SystemExit(2) from None
-    try:
-        ensure_schema(engine, auto_upgrade=upgrade)
-    except SchemaOutOfDate as exc:
-        print(f"scalewatch: {exc}", file=sys.stderr)
-        raise SystemExit(2) from exc
-    except OperationalError as exc:  # unreachable, refused, wrong password: say so, no trace
-        first = str(exc.orig or exc).strip().splitlines()[0]
-        print(f"scalewatch: cannot reach the database at {shown}: {first}", file=sys.stderr)
-        raise SystemExit(2) from None
+        try:
+            ensure_schema(engine, auto_upgrade=upgrade)
+        except SchemaOutOfDate as exc:
+            print(f"scalewatch: {exc}", file=sys.stderr)
+            raise SystemExit(2) from exc
     return SqlStore(engine)
 
 
@@ -144,14 +160,16 @@ def cmd_db(args: argparse.Namespace) -> int:
     from scalewatch.server.db.migrate import current_revision, head_revision, upgrade
 
     settings = _settings(args)
-    engine = make_engine(settings)
-    if args.db_command == "upgrade":
-        before = current_revision(engine)
-        upgrade(engine)
-        print(f"database upgraded: {before or 'empty'} -> {current_revision(engine)}")
-    else:
-        cur, head = current_revision(engine), head_revision(engine)
-        print(f"current: {cur or 'empty'}  head: {head}  {'(up to date)' if cur == head else ''}")
+    with _database_errors(settings.database_url):
+        engine = make_engine(settings)
+        if args.db_command == "upgrade":
+            before = current_revision(engine)
+            upgrade(engine)
+            print(f"database upgraded: {before or 'empty'} -> {current_revision(engine)}")
+        else:
+            cur, head = current_revision(engine), head_revision(engine)
+            print(f"current: {cur or 'empty'}  head: {head}  "
+                  f"{'(up to date)' if cur == head else ''}")
     return 0
 
 
@@ -182,11 +200,12 @@ def _token_store(args: argparse.Namespace) -> Store:
     else:
         missing = False
     if not missing:
-        engine = make_engine(settings)
-        try:
-            missing = current_revision(engine) is None
-        finally:
-            engine.dispose()
+        with _database_errors(url):
+            engine = make_engine(settings)
+            try:
+                missing = current_revision(engine) is None
+            finally:
+                engine.dispose()
     if missing and not create:
         print(
             f"scalewatch: no scalewatch database at {shown}.\n"

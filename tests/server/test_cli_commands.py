@@ -179,3 +179,19 @@ def test_serve_refuses_bad_settings_in_one_line(
     assert out.returncode == 2, (out.returncode, out.stdout[-500:], out.stderr[-1500:])
     assert "Traceback" not in out.stderr and needle in out.stderr, out.stderr[-1500:]
     assert "serving on" not in out.stdout and "secret" not in out.stderr
+
+
+@pytest.mark.parametrize("command", [("db", "upgrade"), ("db", "current"), ("token", "list"),
+                                     ("token", "create", "--name", "x")])
+def test_database_commands_say_an_unreachable_database_in_one_line(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    """`db` and `token` against a database that refuses connections (or a URL SQLAlchemy
+    cannot use) were OperationalError / NoSuchModuleError tracebacks: now exit 2, one line."""
+    env = {"SCALEWATCH_HOME": str(tmp_path / "home")}
+    for url, needle in (("postgresql+psycopg://u:secret@127.0.0.1:1/x", "cannot reach"),
+                        ("nonsense://x", "cannot use database URL")):
+        out = run_cli(*command, "--database-url", url, env=env, timeout=60)
+        assert out.returncode == 2, (command, url, out.stderr[-1500:])
+        assert "Traceback" not in out.stderr and needle in out.stderr, out.stderr[-1500:]
+        assert "secret" not in out.stderr and out.stdout == ""
