@@ -23,6 +23,10 @@ Columns, per window and family (``all`` pools the families):
   of runs whose A-hat, in a Monte Carlo of ``--oracle-reps`` fresh runs with the very same
   parameters (new noise, new prompt set), has an sd that allows a 95% interval narrower than
   ``ID_MAX_WIDTH`` (as ``calibration.oracle_sds``, per run instead of per Table-1 shape);
+  ``orc-b``: the same with the root mean square of A-hat's error in place of its sd (an
+  oracle that must also carry the sigmoid's bias on a misspecified family to hold its A);
+  ``orc-x``: among runs the ``oracle`` identifies, the share of its Monte Carlo reps whose
+  interval ``A-hat +- 1.96 sd`` misses ``a_true`` by more than 0.02 (its own wrong claims);
 * ``A-cov``: among claims, the share whose 95% interval holds ``a_true`` (the process's own
   limit, ``sampled_runs``); ``>.02``: claims whose interval misses it by more than 0.02;
 * ``f-med``/``f-p90``: |forecast - expected value at the end| of the default method; ``LS-p90``
@@ -90,9 +94,12 @@ def opts(run: dict, w: float, method: str = "default", **kw: object) -> FitOptio
                       target_compute=run["end"], **kw)  # type: ignore[arg-type]
 
 
-def oracle_sd(p: dict, reps: int, rng: np.random.Generator) -> dict[float, float]:
-    """Per window, the sd of A-hat minus the run's own ``a_true`` over ``reps`` fresh runs
-    with the parameters ``p`` (point fits only)."""
+def oracle_sd(p: dict, reps: int, rng: np.random.Generator) -> dict[float, dict[str, float]]:
+    """Per window, over ``reps`` fresh runs with the parameters ``p`` (point fits only), the
+    sd of A-hat minus the run's own ``a_true`` (``sd``: what the noise alone costs), its root
+    mean square (``rmse``: the noise and the sigmoid's bias on a misspecified family), and the
+    share of reps whose oracle interval ``A-hat +- 1.96 sd`` misses ``a_true`` by more than
+    ``MISS`` (``miss``: how often the noise-only oracle's own claim would be wrong)."""
     err: dict[float, list[float]] = defaultdict(list)
     for _ in range(reps):
         run = make_sampled(p, rng)
@@ -100,7 +107,16 @@ def oracle_sd(p: dict, reps: int, rng: np.random.Generator) -> dict[float, float
             res = fit_curve(run["c"], run["y"], opts(run, w, intervals=False))
             if res.a_fit is not None and res.status != "insufficient_data":
                 err[w].append(res.a_fit - run["a_true"])
-    return {w: float(np.std(err[w], ddof=1)) if len(err[w]) >= 3 else np.inf for w in WINDOWS}
+    out = {}
+    for w in WINDOWS:
+        e = np.asarray(err[w])
+        if e.size < 3:
+            out[w] = dict(sd=np.inf, rmse=np.inf, miss=np.nan)
+            continue
+        sd = float(np.std(e, ddof=1))
+        out[w] = dict(sd=sd, rmse=float(np.sqrt(np.mean(e * e))),
+                      miss=float(np.mean(np.abs(e) > 1.96 * sd + MISS)))
+    return out
 
 
 Allowance = Callable[[float], "float | None"]
@@ -179,7 +195,9 @@ def simulate(family: str, n: int, seed: int, oracle_reps: int, paper_every: int
         for w in WINDOWS:
             out = evaluate(run, w, drift, paper_every > 0 and i % paper_every == 0, knots)
             records.append(dict(out, family=family, window=w, run=run, drift=drift, index=i,
-                                oracle=2 * 1.96 * sds[w] <= ID_MAX_WIDTH))
+                                oracle=2 * 1.96 * sds[w]["sd"] <= ID_MAX_WIDTH,
+                                oracle_b=2 * 1.96 * sds[w]["rmse"] <= ID_MAX_WIDTH,
+                                oracle_miss=sds[w]["miss"]))
     return records
 
 
@@ -216,6 +234,8 @@ def metrics(rec: list[dict]) -> dict[str, str]:
             "cov-0": _pct(cov("piv0")),
             "n": f"{len(rec):4d}", "ident": _pct([r["status"] == "ok" for r in rec]),
             "oracle": _pct([r["oracle"] for r in rec]),
+            "orc-b": _pct([r["oracle_b"] for r in rec]),
+            "orc-x": _pct([r["oracle_miss"] for r in rec if r["oracle"]]),
             "claims": f"{len(claims):4d}", "A-cov": _pct([miss(r) == 0.0 for r in claims]),
             ">.02": f"{sum(miss(r) > MISS for r in claims):4d}",
             "f-med": _q(err("pred"), .5), "f-p90": _q(err("pred"), .9),
@@ -224,7 +244,8 @@ def metrics(rec: list[dict]) -> dict[str, str]:
             "cov-prj": _pct(cov("piv_prj")), "w-prj": _q(width("piv_prj"), .5)}
 
 
-COLS = ("n", "ident", "oracle", "claims", "A-cov", ">.02", "f-med", "f-p90", "LS-p90", "pap-p90",
+COLS = ("n", "ident", "oracle", "orc-b", "orc-x", "claims", "A-cov", ">.02", "f-med", "f-p90",
+        "LS-p90", "pap-p90",
         "cov-new", "w-new", "cov-prj", "w-prj", "cov-0", "knee", "k-cov", "k>.02", "form",
         "id-prj", "cl-prj", "Acov-p", ">.02-p")
 
@@ -244,7 +265,8 @@ def list_misses(records: list[dict]) -> None:
             prj = r.get("ci_prj")
             held = ("withheld" if not prj else f"[{prj[0]:.3f}, {prj[1]:.3f}]"
                     + (", misses" if max(prj[0] - a, a - prj[1]) > MISS else ""))
-            print(f"  {r['family']:16s} run {r['index']:3d} at {r['window']:g} x: "
+            pts = prepare(r["run"]["c"], r["run"]["y"], opts(r["run"], r["window"])).y.size
+            print(f"  {r['family']:16s} run {r['index']:3d} at {r['window']:g} x ({pts} points): "
                   f"A in [{lo:.3f}, {hi:.3f}], limit {a:.3f} (project: {held}); {p}")
 
 
