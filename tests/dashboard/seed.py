@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
 import numpy as np
+from fastapi.testclient import TestClient
 
+from scalewatch.server.refit import Refitter
+from tests.conftest import make_app
 from tests.support.curves import noisy_sigmoid
 
 R0 = 0.30
@@ -112,3 +117,18 @@ def wait_for_fits(client: httpx.Client, ids: list[int], timeout: float = 90.0) -
         time.sleep(0.3)
     if pending:
         raise AssertionError(f"no fit for runs {sorted(pending)} after {timeout}s")
+
+
+@contextlib.contextmanager
+def fitted_client(database_url: str, add_runs: Callable[[Any], list[int]]
+                  ) -> Iterator[TestClient]:
+    """An in-process app on ``database_url`` whose store ``add_runs`` fills (returning the
+    run ids), refitted once; the client carries ``ids`` and Dash's ``deps``."""
+    app = make_app(database_url)
+    store = app.state.store
+    with TestClient(app) as c:
+        c.ids = add_runs(store)  # type: ignore[attr-defined]
+        Refitter(store).run_once()
+        c.deps = c.get("/dashboard/_dash-dependencies").json()  # type: ignore[attr-defined]
+        yield c
+    store.engine.dispose()

@@ -4,38 +4,35 @@ usual case there, and the page renders them (it was a 500 for every budget past 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
 from scalewatch.dashboard.callback_client import dash_call
 from scalewatch.server.ingest import PointRow
-from scalewatch.server.refit import Refitter
-from tests.conftest import make_app
-from tests.dashboard.seed import series
+from tests.dashboard.seed import fitted_client, series
 
 FLOPS_PER_GPU_HOUR = 1e18  # scales a GPU-hours curve to a FLOPs one
 
 
+def _flops_runs(store: Any) -> list[int]:
+    ids = []
+    for k in range(2):
+        run, _ = store.get_or_create_run(
+            "p", f"flops-{k}", compute_unit="flops", target_compute=2e4 * FLOPS_PER_GPU_HOUR)
+        cs, y = series({"A": 0.6 + 0.05 * k, "B": 1.9, "C_mid": 2500.0}, seed=k)
+        store.ingest_points(run.id, [
+            PointRow("val/acc", i, float(ci) * FLOPS_PER_GPU_HOUR, float(yi), None)
+            for i, (ci, yi) in enumerate(zip(cs, y, strict=True))])
+        ids.append(run.id)
+    return ids
+
+
 @pytest.fixture
 def client(database_url: str) -> Iterator[TestClient]:
-    app = make_app(database_url)
-    store = app.state.store
-    with TestClient(app) as c:
-        ids = []
-        for k in range(2):
-            run, _ = store.get_or_create_run(
-                "p", f"flops-{k}", compute_unit="flops", target_compute=2e4 * FLOPS_PER_GPU_HOUR)
-            cs, y = series({"A": 0.6 + 0.05 * k, "B": 1.9, "C_mid": 2500.0}, seed=k)
-            store.ingest_points(run.id, [
-                PointRow("val/acc", i, float(ci) * FLOPS_PER_GPU_HOUR, float(yi), None)
-                for i, (ci, yi) in enumerate(zip(cs, y, strict=True))])
-            ids.append(run.id)
-        Refitter(store).run_once()
-        c.ids = ids  # type: ignore[attr-defined]
-        c.deps = c.get("/dashboard/_dash-dependencies").json()  # type: ignore[attr-defined]
+    with fitted_client(database_url, _flops_runs) as c:
         yield c
-    store.engine.dispose()
 
 
 @pytest.mark.parametrize("budget", [None, 3e22, "5e23", 1e19])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -13,30 +14,27 @@ from fastapi.testclient import TestClient
 from scalewatch.dashboard.callback_client import dash_call
 from scalewatch.server.ingest import PointRow
 from scalewatch.server.refit import Refitter
-from tests.conftest import make_app
-from tests.dashboard.seed import series
+from tests.dashboard.seed import fitted_client, series
+
+
+def _runs_on_two_metrics(store: Any) -> list[int]:
+    ids = []
+    for k, (name, fit_metric) in enumerate([("on-acc", "acc"), ("on-reward", "reward")]):
+        run, _ = store.get_or_create_run("p", name, fit_metric=fit_metric)
+        cs, y = series({"A": 0.6 + 0.05 * k, "B": 1.9, "C_mid": 2500.0}, seed=k)
+        rows = [PointRow(m, i, float(ci), float(yi) - (0.1 if m == "reward" else 0), None)
+                for m in ("acc", "reward")
+                for i, (ci, yi) in enumerate(zip(cs, y, strict=True))]  # fmt: skip
+        store.ingest_points(run.id, rows)
+        ids.append(run.id)
+    store.get_or_create_run("p", "only-acc", fit_metric="acc")  # not compared
+    return ids
 
 
 @pytest.fixture
 def client(database_url: str) -> Iterator[TestClient]:
-    app = make_app(database_url)
-    store = app.state.store
-    with TestClient(app) as c:
-        ids = []
-        for k, (name, fit_metric) in enumerate([("on-acc", "acc"), ("on-reward", "reward")]):
-            run, _ = store.get_or_create_run("p", name, fit_metric=fit_metric)
-            cs, y = series({"A": 0.6 + 0.05 * k, "B": 1.9, "C_mid": 2500.0}, seed=k)
-            rows = [PointRow(m, i, float(ci), float(yi) - (0.1 if m == "reward" else 0), None)
-                    for m in ("acc", "reward")
-                    for i, (ci, yi) in enumerate(zip(cs, y, strict=True))]  # fmt: skip
-            store.ingest_points(run.id, rows)
-            ids.append(run.id)
-        store.get_or_create_run("p", "only-acc", fit_metric="acc")  # not compared
-        Refitter(store).run_once()
-        c.ids = ids  # type: ignore[attr-defined]
-        c.deps = c.get("/dashboard/_dash-dependencies").json()  # type: ignore[attr-defined]
+    with fitted_client(database_url, _runs_on_two_metrics) as c:
         yield c
-    store.engine.dispose()
 
 
 def _render(c: TestClient, metric: str | None) -> dict:
