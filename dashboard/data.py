@@ -13,6 +13,7 @@ from scalewatch.dashboard.checks import MAX_SAFE_INT
 from scalewatch.dashboard.figures import a_text, fmt, forecast_text, run_color, unit_label
 from scalewatch.server import limits
 from scalewatch.server.domain.alerts import Alert
+from scalewatch.server.domain.checks import parse_id
 from scalewatch.server.domain.runs import Run
 from scalewatch.server.scopes import redact_delivery
 from scalewatch.server.services.compare import MixedMetrics, compare_inputs, load_compare_inputs
@@ -182,12 +183,8 @@ def new_points(store: Store, run_id: int, metric: str, after_step: int) -> dict[
 def parse_ids(raw: str | None) -> list[int]:
     """The run ids of a link's `runs=1,2,3`: ASCII digits within the 32-bit id range (what
     is not an id is left out; "²".isdigit() is true, so isdigit alone is not enough)."""
-    out = []
-    for part in (raw or "").replace(" ", "").split(","):
-        if part.isascii() and part.isdigit() and len(part) <= 10 \
-                and 1 <= int(part) <= limits.MAX_ID:
-            out.append(int(part))
-    return list(dict.fromkeys(out))
+    ids = (parse_id(part) for part in (raw or "").replace(" ", "").split(","))
+    return list(dict.fromkeys(i for i in ids if i))
 
 
 def compare_detail(

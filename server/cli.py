@@ -313,8 +313,11 @@ def _bounded(lo: int, hi: int) -> Callable[[str], int]:
 
 def _token_id(text: str) -> int:
     """A token id as the API takes it (a 32-bit id): past 64 bits SQLite raised OverflowError."""
-    if text.isascii() and text.isdigit() and 1 <= int(text) <= 2**31 - 1:
-        return int(text)
+    from scalewatch.server.domain.checks import parse_id
+
+    token_id = parse_id(text)
+    if token_id:
+        return token_id
     raise argparse.ArgumentTypeError(f"a token id is a whole number 1 .. {2**31 - 1}, not {text!r}")
 
 

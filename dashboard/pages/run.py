@@ -32,7 +32,7 @@ from scalewatch.dashboard.figures import (
     run_figure,
     withheld_notice,
 )
-from scalewatch.server import limits
+from scalewatch.server.domain.checks import parse_id
 from scalewatch.server.fitting import FitResult, predict
 from scalewatch.server.store.base import NotFound
 
@@ -43,10 +43,8 @@ REBUILD_AFTER = 2500  # points on screen before a live page re-downsamples from 
 
 
 def layout(run_id: str | None = None, metric: str | None = None, **_: Any) -> html.Div:
-    # ASCII digits only ("²".isdigit() is true, int("²") fails), within the 32-bit id range
-    text = str(run_id) if run_id else ""
-    rid = int(text) if text.isascii() and text.isdigit() and len(text) <= 10 else None
-    if rid is None or not 1 <= rid <= limits.MAX_ID:
+    rid = parse_id(str(run_id)) if run_id else None
+    if not rid:  # not an id (parse_id: ASCII digits within the 32-bit range), or id 0
         return empty_state(f"No run {run_id!r}.")
 
     return html.Div(

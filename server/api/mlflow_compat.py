@@ -16,6 +16,7 @@ from typing import Any
 
 from scalewatch.server import limits
 from scalewatch.server.api.schemas.common import check_free_text, clean_text
+from scalewatch.server.domain.checks import parse_id
 from scalewatch.server.domain.runs import Project, Run
 from scalewatch.server.ingest import PointRow, check_name
 
@@ -125,18 +126,10 @@ def experiment_json(project: Project) -> dict[str, Any]:
     }
 
 
-def id_of(text: str) -> int | None:
-    """The 32-bit id `text` spells in ASCII digits, else None. Not `str.isdigit` alone: "²" is
-    a digit to it and int("²") raises (a 500), and int("١") is 1 (an alias of id 1)."""
-    if not (text.isascii() and text.isdigit()) or len(text) > 10 or int(text) > 2**31 - 1:
-        return None
-    return int(text)
-
-
 def parse_run_id(raw: Any) -> int:
     """The scalewatch run id behind an MLflow run id (RESOURCE_DOES_NOT_EXIST otherwise)."""
     text = str(raw or "")
-    run_id = id_of(text)
+    run_id = parse_id(text)
     if run_id is None:
         raise MlflowError("RESOURCE_DOES_NOT_EXIST", f"Run '{text}' not found")
     return run_id

@@ -16,6 +16,15 @@ from scalewatch.server.fitting.b_prior import check_b_prior
 from scalewatch.server.fitting.noise_prior import check_rho_prior
 
 
+def parse_id(text: str) -> int | None:
+    """The id ``text`` spells in ASCII digits within the 32-bit id range (``limits.MAX_ID``),
+    else None. Not ``str.isdigit`` alone: "²" is a digit to it and ``int("²")`` raises (a
+    500), and ``int("١")`` is 1 (an alias of id 1)."""
+    if not (text.isascii() and text.isdigit()) or len(text) > 10 or int(text) > limits.MAX_ID:
+        return None
+    return int(text)
+
+
 def utf8_problem(text: str) -> bool:
     """True when `text` cannot be sent back as UTF-8 (a lone surrogate such as "\\udfff", which
     JSON escapes can carry): stored, it would turn every later response that shows it into a

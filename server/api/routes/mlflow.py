@@ -38,7 +38,6 @@ from scalewatch.server.api.mlflow_compat import (
     check_tags,
     checked_text,
     experiment_json,
-    id_of,
     invalid,
     merged_config,
     metric_rows,
@@ -49,6 +48,7 @@ from scalewatch.server.api.mlflow_compat import (
     tag_changes,
 )
 from scalewatch.server.config import Settings
+from scalewatch.server.domain.checks import parse_id
 from scalewatch.server.domain.runs import Project, Run
 from scalewatch.server.ingest import IngestError
 from scalewatch.server.scopes import SCOPE_RANK
@@ -154,7 +154,7 @@ def _project_of_experiment(store: Store, experiment_id: str) -> Project:
     if experiment_id == DEFAULT_EXPERIMENT_ID:
         # MLflow's client logs to experiment "0" when none was set: it always exists.
         return store.create_project(DEFAULT_EXPERIMENT_NAME)[0]
-    project_id = id_of(experiment_id)
+    project_id = parse_id(experiment_id)
     found = store.get_project(project_id=project_id) if project_id is not None else None
     if found is None:
         raise MlflowError(
