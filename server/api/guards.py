@@ -195,8 +195,7 @@ class RequestGuard:
             if (
                 scope.get("method") in _BODY_METHODS
                 and has_body
-                and (_header(scope, b"content-encoding") or "identity").strip().lower()
-                != "identity"
+                and _encoded(scope)
                 and not is_points_route(path)
                 and not is_artifact_upload(scope)
             ):
@@ -214,6 +213,11 @@ _NOT_ENCODED = (
     "Content-Encoding is accepted only by POST /api/v1/runs/{id}/points; send this body "
     "unencoded"
 )
+
+
+def _encoded(scope: Scope) -> bool:
+    """Whether the body carries a Content-Encoding other than identity (any case)."""
+    return (_header(scope, b"content-encoding") or "identity").strip().lower() != "identity"
 
 
 def is_points_route(path: str) -> bool:
@@ -235,7 +239,7 @@ def _shape_scanner(scope: Scope, path: str) -> JsonScanner | None:
         scope.get("method") not in _BODY_METHODS
         or not path.startswith((API_PREFIX, MLFLOW_PREFIX))
         or is_points_route(path)
-        or _header(scope, b"content-encoding") not in (None, "identity")
+        or _encoded(scope)
     ):
         return None
     return JsonScanner()

@@ -62,11 +62,18 @@ def explicit_fit_metric(run: Run) -> str | None:
 
 class RunsMixin(SqlBase):
     def _project_id(self, s: Session, name: str) -> int:
-        insert = dialect_insert(s)
-        s.execute(insert(Project).values(name=name, created_at=utcnow()).on_conflict_do_nothing())
-        found = s.scalar(select(Project.id).where(Project.name == name))
+        found = self._insert_project(s, name)
+        if found is None:
+            found = s.scalar(select(Project.id).where(Project.name == name))
         assert found is not None  # inserted above unless it existed
         return found
+
+    def _insert_project(self, s: Session, name: str) -> int | None:
+        """The new project's id when this call's insert landed; None when the project exists
+        (another writer may have made it a moment ago)."""
+        insert = dialect_insert(s)
+        return s.scalar(insert(Project).values(name=name, created_at=utcnow())
+                        .on_conflict_do_nothing().returning(Project.id))
 
     def get_or_create_run(self, project: str, name: str, **fields: Any) -> tuple[RunRecord, bool]:
         with self.session() as s:
@@ -185,9 +192,7 @@ class RunsMixin(SqlBase):
         with self.session() as s:
             # Created by this call only if its own insert landed: another may have made it
             # since the look above (MLflow's experiments/create must then say it exists).
-            insert = dialect_insert(s)
-            won = s.scalar(insert(Project).values(name=name, created_at=utcnow())
-                           .on_conflict_do_nothing().returning(Project.id)) is not None
+            won = self._insert_project(s, name) is not None
         made = self.get_project(name=name)
         assert made is not None  # inserted above unless it existed
         return made, won
