@@ -130,12 +130,30 @@ def choose(explicit: str | None, names: Iterable[str],
         if best is None or (rank, name) < best:
             best = (rank, name)
     if best is None or best[0] == _NONE:
+        only = _only_validation_score(present)
+        if only is not None:  # better than fitting a `reward` the run does not log
+            return FitMetricChoice(only, "the run's only validation-looking score (no metric "
+                                   "recognised by name)", _guess_warning(only))
         metric, reason = FALLBACK, "default (no recognised validation or reward metric yet)"
     else:
         metric, reason = best[1], f"recognised: {RULES[best[0]].name}"
     if best is not None and best[0] < _NONE and not RULES[best[0]].training:
         return FitMetricChoice(metric, reason)
     return FitMetricChoice(metric, reason, _warning(metric, present))
+
+
+def _only_validation_score(names: set[str]) -> str | None:
+    """The one name that looks like a held-out score (``val/acc``, ``test/pass_rate``), if
+    exactly one does: a custom loop's own validation metric, which no rule can know."""
+    scores = [n for n in names if looks_like_validation(n) and _SCORE_WORDS.search(n)]
+    return scores[0] if len(scores) == 1 else None
+
+
+def _guess_warning(metric: str) -> str:
+    return (f"fitting {metric}: no metric was recognised by name, and it is the only one this "
+            "run logs that looks like a held-out score. If it is not, make the right one the "
+            "fit metric (this run's or the project's: `scalewatch fit-metric`, or PATCH "
+            "fit_metric)")
 
 
 def _warning(metric: str, names: set[str]) -> str | None:

@@ -143,8 +143,10 @@ def test_training_fallback_beside_a_validation_metric_is_a_warning() -> None:
     assert got.warning is not None
     assert "val/my_bench/accuracy" in got.warning and "(and" not in got.warning
     assert "fit-metric" in got.warning
-    # Nothing recognised at all (the default): the same warning.
-    assert choose(None, ["loss", "test/acc"]).warning is not None
+    # Nothing recognised at all, and two validation-looking scores: the default, the same
+    # warning naming them.
+    got = choose(None, ["loss", "test/acc", "val/pass_rate"])
+    assert got.metric == "reward" and "test/acc (and 1 more)" in (got.warning or "")
     # No validation-looking metric, a recognised validation metric, or a chosen metric: none.
     assert choose(None, ["train/reward", "train/loss", "eval/global_step"]).warning is None
     assert choose(None, ["critic/score/mean", "val-core/a/b/acc/mean@1"]).warning is None
@@ -184,3 +186,30 @@ def test_api_says_when_a_training_reward_is_fitted_beside_a_validation_metric(ap
     api.patch(f"/api/v1/runs/{run['id']}", json={"fit_metric": "val/my_bench/accuracy"})
     assert api.get(f"/api/v1/runs/{run['id']}").json()["fit_metric_warning"] is None
     assert "fit_metric_warning" not in api.get(f"/api/v1/runs/{run['id']}/fit").json()
+
+
+@pytest.mark.parametrize("names", [["val/acc"], ["loss", "test/acc", "timing_s/testing"],
+                                   ["val/acc", "val/response_length", "eval/global_step"]])
+def test_a_custom_loops_only_validation_score_is_fitted(names: list[str]) -> None:
+    """A loop no rule knows, logging one held-out score: fitting it beats fitting a `reward`
+    the run does not log (which fitted nothing); a warning still asks to confirm it."""
+    got = choose(None, names)
+    score = next(n for n in names if n in ("val/acc", "test/acc"))
+    assert got.metric == score and "only validation-looking score" in got.reason
+    assert got.warning is not None and got.warning.startswith(f"fitting {score}:")
+    # A recognised training reward still wins (with the warning it always had).
+    got = choose(None, [*names, "train/reward"])
+    assert got.metric == "train/reward" and score in (got.warning or "")
+
+
+def test_api_fits_a_custom_loops_only_validation_score(api) -> None:  # noqa: ANN001
+    run = api.post("/api/v1/runs", json={"project": "custom", "name": "loop"}).json()
+    pts = [{"step": s, "compute": float(s), "metrics": {"val/acc": s / 100, "loss": 1 / s}}
+           for s in range(1, 6)]
+    assert api.post(f"/api/v1/runs/{run['id']}/points", json={"points": pts}).status_code == 200
+    got = api.get(f"/api/v1/runs/{run['id']}").json()
+    assert got["fit_metric"] == "val/acc"
+    assert got["fit_metric_warning"].startswith("fitting val/acc:")
+    fit = api.get(f"/api/v1/runs/{run['id']}/fit").json()
+    assert fit["metric"] == "val/acc"
+    assert fit["fit_metric_warning"] == got["fit_metric_warning"]
