@@ -384,7 +384,7 @@ def _page(p: Payload, cap: int, most: int) -> tuple[int, int]:
 
 def _get_history(store: Store, p: Payload) -> Payload:
     run = store.get_run(_run_id(p))
-    key = _str(p, "metric_key")
+    key = _str(p, "metric_key", max_length=limits.MAX_METRIC_NAME_LENGTH)
     max_results, since = _page(p, MAX_HISTORY_PAGE, limits.MAX_MLFLOW_SEARCH_RESULTS)
     if key not in run.latest:
         return {"metrics": []}
