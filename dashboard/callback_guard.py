@@ -42,7 +42,8 @@ ROWS = limits.MAX_DASHBOARD_ROWS
 DASHBOARD_PATH = "/dashboard"  # the app's requests_pathname_prefix, without its final "/"
 RUN_ID = Int(1, limits.MAX_ID)
 COUNT = Maybe(Int(0, 2**31 - 1))  # n_clicks, n_intervals, the pages' change counters
-NAME = Text(limits.MAX_NAME_LENGTH)  # project, run and metric names
+NAME = Text(limits.MAX_NAME_LENGTH)  # project and run names
+METRIC = Text(limits.MAX_METRIC_NAME_LENGTH)  # metric names (as long as MLflow's metric keys)
 GROUP = Text(limits.MAX_GROUP_LENGTH)
 FLOAT = Num(-sys.float_info.max, sys.float_info.max)
 ROW_IDS = Maybe(ListOf(RUN_ID, ROWS))  # the ids of the ticked rows of a table
@@ -77,11 +78,11 @@ SPECS: dict[str, Spec] = {
     "runs-csv-btn.n_clicks": COUNT,
     "runs-settings-saved.data": COUNT,
     "runs-settings-save.n_clicks": COUNT,
-    "runs-settings-metric.value": Maybe(NAME),
+    "runs-settings-metric.value": Maybe(METRIC),
     "runs-settings-priors.value": Maybe(ListOf(Text(16, ("noise_prior", "b_prior")), 2)),
     # Run page
     "run-id.data": RUN_ID,
-    "run-metric.value": Maybe(NAME),
+    "run-metric.value": Maybe(METRIC),
     "run-tick.n_intervals": COUNT,
     "run-csv-btn.n_clicks": COUNT,
     "run-rename-name.value": Maybe(Text(4 * limits.MAX_NAME_LENGTH)),  # the store says why
@@ -89,14 +90,14 @@ SPECS: dict[str, Spec] = {
     "run-delete-btn.n_clicks": COUNT,
     "run-delete-confirm.submit_n_clicks": COUNT,
     "run-cache.data": Maybe(Record(
-        {"metric": NAME, "token": ListOf(Json(max_items=8, max_depth=1), 8),
+        {"metric": METRIC, "token": ListOf(Json(max_items=8, max_depth=1), 8),
          "last_step": Int(-1, limits.MAX_STEP), "shown": Int(0, 2**31 - 1),
          "fit_until": Maybe(FLOAT)},
         required=frozenset({"metric", "token", "last_step", "shown"}),
     )),  # fmt: skip
     # Group page
     "grp-key.data": Record(
-        {"project": NAME, "group": GROUP, "metric": Maybe(NAME)},
+        {"project": NAME, "group": GROUP, "metric": Maybe(METRIC)},
         required=frozenset({"project", "group"}),
     ),
     "grp-tick.n_intervals": COUNT,
@@ -106,8 +107,8 @@ SPECS: dict[str, Spec] = {
     "cmp-ids.data": ListOf(RUN_ID, limits.MAX_COMPARE_RUNS),
     "cmp-groups.value": Maybe(ListOf(GROUP, limits.MAX_COMPARE_RUNS)),
     "cmp-project.data": Maybe(NAME),
-    "cmp-metric.data": Maybe(NAME),
-    "cmp-metric-pick.value": Maybe(NAME),
+    "cmp-metric.data": Maybe(METRIC),
+    "cmp-metric-pick.value": Maybe(METRIC),
     "cmp-budget.value": Maybe(Either((Num(0, limits.MAX_BUDGET), Text(64)))),
     "cmp-tick.n_intervals": COUNT,
     "cmp-token.data": TOKEN,

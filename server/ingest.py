@@ -212,10 +212,14 @@ def _finite(x: float) -> bool:
 
 
 def check_name(name: Any) -> str | None:
+    """Why `name` cannot be a metric name, or None. Metric names may be as long as MLflow's
+    metric keys (limits.MAX_METRIC_NAME_LENGTH); project and run names are shorter."""
     if not isinstance(name, str) or not name.strip():
         return "metric names must be non-empty strings"
-    if len(name) > limits.MAX_NAME_LENGTH:
-        return f"metric name longer than {limits.MAX_NAME_LENGTH} characters"
+    if len(name) > limits.MAX_METRIC_NAME_LENGTH:
+        shown = repr(name[:40]) + ("..." if len(name) > 40 else "")
+        return (f"metric name {shown} has {len(name)} characters; metric names may have at "
+                f"most {limits.MAX_METRIC_NAME_LENGTH}")
     if "\x00" in name:
         return "metric names must not contain NUL characters"
     try:

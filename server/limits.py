@@ -11,6 +11,7 @@ from trainer_client.limits import (
     MAX_BODY_BYTES,
     MAX_CONFIG_BYTES,
     MAX_GROUP_LENGTH,
+    MAX_METRIC_NAME_LENGTH,
     MAX_METRICS_PER_POINT,
     MAX_NAME_LENGTH,
     MAX_POINTS_PER_REQUEST,
@@ -25,16 +26,17 @@ __all__ = [
     "MAX_BODY_BYTES",
     "MAX_COMPARE_RUNS",
     "MAX_CONFIG_BYTES",
-    "MAX_GROUP_LENGTH",
-    "MAX_GZIP_MEMBERS",
     "MAX_DOWNSAMPLE_POINTS",
     "MAX_EXPENSIVE_READS_PER_TOKEN",
     "MAX_FIT_POINTS",
+    "MAX_GROUP_LENGTH",
+    "MAX_GZIP_MEMBERS",
     "MAX_INFLATED_BYTES",
     "MAX_JSON_CONTAINERS",
     "MAX_JSON_DEPTH",
     "MAX_JSON_VALUES",
     "MAX_METRICS_PER_POINT",
+    "MAX_METRIC_NAME_LENGTH",
     "MAX_NAME_LENGTH",
     "MAX_NOTES_LENGTH",
     "MAX_PAGE_SIZE",
@@ -44,9 +46,9 @@ __all__ = [
     "MAX_RAW_POINTS",
     "MAX_STEP",
     "MAX_TAGS",
-    "MAX_UNIT_LENGTH",
     "MAX_TAG_LENGTH",
     "MAX_TOKEN_PROJECTS",
+    "MAX_UNIT_LENGTH",
 ]
 
 # Cap on what a gzip body may inflate to (zip bombs); the raw cap is MAX_BODY_BYTES.
@@ -81,7 +83,7 @@ MAX_TOKEN_PROJECTS = 100
 # The MLflow-compatible API (/api/2.0/mlflow). MLflow's own limits where it has them
 # (mlflow/utils/validation.py, mlflow/store/tracking), so its official client never meets them;
 # ours where it sets none. Larger inputs are a 400 INVALID_PARAMETER_VALUE.
-MAX_MLFLOW_KEY_LENGTH = 250  # param and tag keys (MAX_ENTITY_KEY_LENGTH)
+MAX_MLFLOW_KEY_LENGTH = 250  # param, tag and metric keys (MAX_ENTITY_KEY_LENGTH)
 MAX_MLFLOW_PARAM_VALUE_LENGTH = 6_000  # MAX_PARAM_VAL_LENGTH
 MAX_MLFLOW_TAG_VALUE_LENGTH = 8_000  # MAX_TAG_VAL_LENGTH
 MAX_MLFLOW_RUN_TAGS = 100  # tags of one runs/create (the client's batch size)

@@ -12,6 +12,7 @@ __all__ = [
     "MAX_CONFIG_BYTES",
     "MAX_GROUP_LENGTH",
     "MAX_METRICS_PER_POINT",
+    "MAX_METRIC_NAME_LENGTH",
     "MAX_NAME_LENGTH",
     "MAX_POINTS_PER_REQUEST",
     "MAX_STEP",
@@ -24,7 +25,10 @@ MAX_POINTS_PER_REQUEST = 10_000
 MAX_METRICS_PER_POINT = 100
 # Raw request body cap, compressed or not.
 MAX_BODY_BYTES = 16 * 1024 * 1024
-MAX_NAME_LENGTH = 200  # project, run and metric names
+MAX_NAME_LENGTH = 200  # project and run names
+# Metric names: as long as MLflow's metric keys (its MAX_ENTITY_KEY_LENGTH), so no key an MLflow
+# client logs gets its batch refused.
+MAX_METRIC_NAME_LENGTH = 250
 MAX_TAGS = 50
 MAX_TAG_LENGTH = 100
 # A run's group (its recipe, e.g. "cispo-768"): a short label shown beside run names.

@@ -27,7 +27,7 @@ from collections.abc import Generator, Iterator, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO, cast
 
-from trainer_client.limits import MAX_NAME_LENGTH, MAX_STEP
+from trainer_client.limits import MAX_METRIC_NAME_LENGTH, MAX_STEP
 from trainer_client.records import BadLines, Follower
 from trainer_client.run import Run
 from trainer_client.validation import metric_name_problem
@@ -97,7 +97,7 @@ def _flatten(obj: Mapping[str, Any], prefix: str = "", depth: int = 0
                 v = float(value)
             except OverflowError:
                 raise BadLine(f"{_short(name)}: number beyond a double's range") from None
-            if not math.isfinite(v) or not 0 < len(name) <= MAX_NAME_LENGTH:
+            if not math.isfinite(v) or not 0 < len(name) <= MAX_METRIC_NAME_LENGTH:
                 continue  # NaN/inf dropped as log() drops them; over-long names skipped
             problem = metric_name_problem(name)
             if problem:

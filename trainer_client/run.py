@@ -56,7 +56,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from . import journal as _journal
 from .compute import DEFAULT_UNIT, ComputeMeter
-from .limits import MAX_METRICS_PER_POINT, MAX_NAME_LENGTH, MAX_STEP
+from .limits import MAX_METRIC_NAME_LENGTH, MAX_METRICS_PER_POINT, MAX_STEP
 from .queries import Queries
 from .sender import BATCH_POINTS, SendTarget
 from .spool import Spool, _pid_alive
@@ -253,7 +253,7 @@ class Run:
         """Names checked, values made floats, NaN and infinities dropped (and counted)."""
         out: dict[str, float] = {}
         for k, v in metrics.items():
-            if type(k) is not str or not k or len(k) > MAX_NAME_LENGTH or "\x00" in k:
+            if type(k) is not str or not k or len(k) > MAX_METRIC_NAME_LENGTH or "\x00" in k:
                 bad_metric_name(k)
             if type(v) is not float:
                 v = to_float(k, v)

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from trainer_client.limits import MAX_NAME_LENGTH, MAX_STEP
+from trainer_client.limits import MAX_METRIC_NAME_LENGTH, MAX_STEP
 from trainer_client.records import Follower
 from trainer_client.run import Run
 from trainer_client.validation import metric_name_problem
@@ -63,7 +63,7 @@ def tensorboard_records(path: str | os.PathLike[str], with_time: bool = False) -
         prefix = _prefix(root, d)
         for tag in acc.Tags().get("scalars", []):
             name = prefix + tag
-            if len(name) > MAX_NAME_LENGTH:
+            if len(name) > MAX_METRIC_NAME_LENGTH:
                 continue
             for ev in acc.Scalars(tag):
                 if math.isfinite(ev.value) and 0 <= ev.step <= MAX_STEP:

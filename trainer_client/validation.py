@@ -19,7 +19,7 @@ from .compute import ComputeMeter
 from .limits import (
     MAX_CONFIG_BYTES,
     MAX_GROUP_LENGTH,
-    MAX_NAME_LENGTH,
+    MAX_METRIC_NAME_LENGTH,
     MAX_STEP,
     MAX_TAG_LENGTH,
     MAX_TAGS,
@@ -104,8 +104,8 @@ def check_tags(tags: Any) -> list[str]:
 
 def metric_name_problem(k: str) -> str | None:
     """What the server would refuse in the metric name ``k``, or None."""
-    if not k or len(k) > MAX_NAME_LENGTH:
-        return f"must have 1..{MAX_NAME_LENGTH} characters"
+    if not k or len(k) > MAX_METRIC_NAME_LENGTH:
+        return f"must have 1..{MAX_METRIC_NAME_LENGTH} characters"
     if "\x00" in k:
         return "must not contain NUL"
     if not k.isascii():

@@ -30,7 +30,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainer_client.limits import MAX_NAME_LENGTH, MAX_STEP
+from trainer_client.limits import MAX_METRIC_NAME_LENGTH, MAX_STEP
 
 logger = logging.getLogger("scalewatch.follow")
 
@@ -193,7 +193,7 @@ def _scalars(name: str, value: Any) -> Iterator[tuple[str, float]]:
             yield from _scalars(f"{name}.{k}", v)
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
         v = float(value)
-        if math.isfinite(v) and 0 < len(name) <= MAX_NAME_LENGTH and "\x00" not in name:
+        if math.isfinite(v) and 0 < len(name) <= MAX_METRIC_NAME_LENGTH and "\x00" not in name:
             yield name, v
 
 
@@ -243,7 +243,7 @@ def decode(payload: bytes, record_class: Any = None) -> Event | None:
             except ValueError:
                 metrics.update(_scalars(key, _json(text)))
                 continue
-            if v - v == 0.0 and len(key) <= MAX_NAME_LENGTH and "\x00" not in key:  # finite
+            if v - v == 0.0 and len(key) <= MAX_METRIC_NAME_LENGTH and "\x00" not in key:  # finite
                 metrics[key] = v
     if isinstance(step, float) and step.is_integer():
         step = int(step)

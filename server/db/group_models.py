@@ -35,7 +35,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
-from scalewatch.server.db.models import Base, utcnow
+from scalewatch.server.db.models import METRIC_NAME, Base, utcnow
 
 
 class GroupSeries(Base):
@@ -49,7 +49,7 @@ class GroupSeries(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     project_id: Mapped[int] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"))
     group_name: Mapped[str] = mapped_column(String(100))
-    metric: Mapped[str] = mapped_column(String(200))
+    metric: Mapped[str] = mapped_column(String(METRIC_NAME))
     refit_requested: Mapped[int] = mapped_column(BigInteger, default=0)
     refit_done: Mapped[int] = mapped_column(BigInteger, default=0)
     # When the group was last marked dirty (claims take the longest-waiting first).
@@ -71,7 +71,7 @@ class GroupFit(Base):
     # Denormalised from group_series so a history row says what it is without a join.
     project_id: Mapped[int] = mapped_column(Integer)
     group_name: Mapped[str] = mapped_column(String(100))
-    metric: Mapped[str] = mapped_column(String(200))
+    metric: Mapped[str] = mapped_column(String(METRIC_NAME))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     # The group_series.refit_requested this fit saw (its inputs' version).
     requested: Mapped[int] = mapped_column(BigInteger, default=0)

@@ -27,6 +27,9 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 RUN_STATUSES = ("running", "finished", "failed")
+# Columns holding a metric name (migration 0015: MLflow's metric keys are up to 250 characters;
+# limits.MAX_METRIC_NAME_LENGTH). Project, run and token names are String(200).
+METRIC_NAME = 250
 
 
 def utcnow() -> datetime:
@@ -43,7 +46,7 @@ class Project(Base):
     name: Mapped[str] = mapped_column(String(200), unique=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     # The project's default fit metric (migration 0007): runs without their own fit it.
-    fit_metric: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    fit_metric: Mapped[str | None] = mapped_column(String(METRIC_NAME), nullable=True)
     # The default noise prior of its runs' fits (migration 0011): "project" or [mean, sd].
     noise_prior: Mapped[Any] = mapped_column(JSON, nullable=True)
     # The default prior on B of its runs' fits (migration 0012): "project" or [centre, scale].
@@ -66,7 +69,7 @@ class Run(Base):
     status: Mapped[str] = mapped_column(String(16), default="running")
     compute_unit: Mapped[str] = mapped_column(String(32), default="gpu_hours")
     target_compute: Mapped[float | None] = mapped_column(Float, nullable=True)
-    fit_metric: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    fit_metric: Mapped[str | None] = mapped_column(String(METRIC_NAME), nullable=True)
     # r0, warmup, fit_until, value_range: the fitting knobs a PATCH may change
     fit_settings: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     # The recipe the run is a seed of (migration 0008; `group` in the API). Named group_name
@@ -106,7 +109,7 @@ class Series(Base):
     )
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
-    name: Mapped[str] = mapped_column(String(200))
+    name: Mapped[str] = mapped_column(String(METRIC_NAME))  # the metric's name
     n_points: Mapped[int] = mapped_column(BigInteger, default=0)
     last_step: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     last_compute: Mapped[float | None] = mapped_column(Float, nullable=True)

@@ -60,7 +60,7 @@ class RunPatch(BaseModel):
     tags: list[str] | None = None
     notes: str | None = Field(None, max_length=limits.MAX_NOTES_LENGTH)
     target_compute: FiniteFloat | None = Field(None, gt=0)
-    fit_metric: str | None = Field(None, min_length=1, max_length=limits.MAX_NAME_LENGTH)
+    fit_metric: str | None = Field(None, min_length=1, max_length=limits.MAX_METRIC_NAME_LENGTH)
     fit_settings: FitSettings | None = None
     group: str | None = Field(
         None, min_length=1, max_length=limits.MAX_GROUP_LENGTH,
@@ -106,7 +106,7 @@ class RunPatch(BaseModel):
 class ProjectPatch(PriorsChecked):
     model_config = ConfigDict(extra="forbid")
     fit_metric: str | None = Field(
-        None, min_length=1, max_length=limits.MAX_NAME_LENGTH,
+        None, min_length=1, max_length=limits.MAX_METRIC_NAME_LENGTH,
         description="The default fit metric of the project's runs; null clears it",
     )
 

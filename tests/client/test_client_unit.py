@@ -473,3 +473,10 @@ def test_server_limits_reexport_the_client_limits():
 
     for name in client_limits.__all__:
         assert getattr(server_limits, name) is getattr(client_limits, name)
+    assert "MAX_METRIC_NAME_LENGTH" in client_limits.__all__
+    # Metric names are as long as MLflow's metric keys (a longer one got the whole MLflow batch
+    # refused); project and run names stay shorter.
+    assert client_limits.MAX_METRIC_NAME_LENGTH == server_limits.MAX_MLFLOW_KEY_LENGTH == 250
+    assert client_limits.MAX_NAME_LENGTH == 200
+    for limits_module in (client_limits, server_limits):
+        assert limits_module.__all__ == sorted(limits_module.__all__), limits_module.__name__

@@ -88,6 +88,23 @@ TRAINERS = {
             print("URI", run.info.artifact_uri)
             print("LISTED", len(mlflow.MlflowClient().list_artifacts(run.info.run_id)))
     """,
+    # A metric key as long as MLflow allows (250 characters), logged asynchronously with short
+    # ones (a refused batch lost them all); then the run is resumed under a new run_name
+    # (start_run(run_id=..., run_name=...) sends it with runs/update) and renamed again.
+    "long_keys": """
+        import mlflow
+        mlflow.set_tracking_uri(os.environ["SW_URI"])
+        mlflow.set_experiment("long-keys")
+        long = ("eval/" + "x" * 300)[:250]
+        with mlflow.start_run(run_name="keys") as run:
+            for step in range(1, STEPS + 1):
+                mlflow.log_metrics({long: step / 100, "reward": step / 50}, step=step,
+                                   synchronous=False)
+        with mlflow.start_run(run_id=run.info.run_id, run_name="keys-resumed"):
+            mlflow.log_metric("reward", 1.0, step=STEPS + 1)
+            print("RESUMED", mlflow.active_run().info.run_name)
+        mlflow.MlflowClient().update_run(run.info.run_id, name="keys-final")
+    """,
 }
 
 
@@ -305,3 +322,20 @@ def test_logging_artifacts_with_the_2x_client(server: LiveServer, mlflow2_python
     _check_artifact_run(
         server, _run_trainer("artifacts", _artifact_env(server), python=mlflow2_python)
     )
+
+
+def test_a_250_character_key_logged_async_and_run_name_updates(server: LiveServer) -> None:
+    """The real client: every point of a 250-character key and of the short keys logged with it
+    is stored; a resume with a run_name and `MlflowClient.update_run(name=...)` rename the run."""
+    done = _run_trainer("long_keys", _env_for("long_keys", server, server.make_token("write")))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split("RESUMED", 1)[1].split()[0] == "keys-resumed"
+    run_id = done.stdout.split("RUN", 1)[1].split()[0]
+    long = ("eval/" + "x" * 300)[:250]
+    with server.client() as api:
+        run = api.get(f"/api/v1/runs/{run_id}").json()
+        assert (run["project"], run["name"], run["status"]) == ("long-keys", "keys-final",
+                                                                 "finished")
+        for metric, steps in ((long, STEPS), ("reward", STEPS + 1)):
+            got = api.get(f"/api/v1/runs/{run_id}/points", params={"metric": metric}).json()
+            assert [p["step"] for p in got["points"]] == list(range(1, steps + 1)), metric

@@ -42,7 +42,8 @@ COMPARE_404 = not_found("run, project or group")
 MetricQ = Annotated[
     str | None,
     Query(
-        min_length=1, max_length=limits.MAX_NAME_LENGTH, description="default: the run's fit metric"
+        min_length=1, max_length=limits.MAX_METRIC_NAME_LENGTH,
+        description="default: the run's fit metric",
     ),
 ]
 

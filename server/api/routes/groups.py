@@ -28,7 +28,7 @@ ProjectQ = Annotated[str, Query(min_length=1, max_length=limits.MAX_NAME_LENGTH)
 GroupQ = Annotated[str, Query(min_length=1, max_length=limits.MAX_GROUP_LENGTH)]
 MetricQ = Annotated[
     str | None,
-    Query(min_length=1, max_length=limits.MAX_NAME_LENGTH,
+    Query(min_length=1, max_length=limits.MAX_METRIC_NAME_LENGTH,
           description="default: the members' common fit metric"),
 ]
 

@@ -54,7 +54,7 @@ from scalewatch.server.ingest import IngestError
 from scalewatch.server.scopes import SCOPE_RANK
 from scalewatch.server.services.runs import update_run
 from scalewatch.server.store import NotFound
-from scalewatch.server.store.base import RunQuery, Store
+from scalewatch.server.store.base import InvalidName, NameTaken, RunQuery, Store
 from scalewatch.server.store.scoped import ProjectDenied, scoped
 
 PREFIX = "/api/2.0/mlflow"
@@ -235,8 +235,54 @@ def _update_run(store: Store, p: Payload) -> Payload:
         if status is None:
             raise invalid(f"unknown run status {p['status']!r}")
         changes["status"] = status
-    run = update_run(store, run_id, changes) if changes else store.get_run(run_id)
+    # `MlflowClient.update_run(name=...)`, and `mlflow.start_run(run_id=..., run_name=...)`
+    # resuming a run; an empty run_name leaves the name (as in MLflow).
+    name = _str(p, "run_name", required=False)
+    run = (_update_named(store, run_id, changes, name) if changes or name
+           else store.get_run(run_id))
     return {"run_info": run_info(run, _experiment_id(store, run.project))}
+
+
+_SUFFIX = re.compile(r"(?P<base>.*) \((?P<n>[0-9]+)\)", re.DOTALL)
+
+
+def _created_as(current: str, asked: str) -> bool:
+    """Whether a run named `current` is what runs/create made of the name `asked`: the name
+    itself or, as it was taken, `asked (n)` (its start cut to fit the name's length)."""
+    if current == asked:
+        return True
+    m = _SUFFIX.fullmatch(current)
+    return m is not None and (m["base"] == asked or (
+        len(current) == limits.MAX_NAME_LENGTH and asked.startswith(m["base"])))
+
+
+def _update_named(
+    store: Store, run_id: int, changes: dict[str, Any], name: str,
+    merge: Callable[[Run], dict[str, Any]] | None = None,
+) -> Run:
+    """`update_run` (`changes`, `merge`), renaming the run to `name` too when one is given
+    (runs/update's run_name, the mlflow.runName tag): through the store's rename and its name
+    checks, in the same transaction. A name another run of the project has is
+    RESOURCE_ALREADY_EXISTS and nothing is written, except for the name the run was created
+    under: a run that runs/create named `grpo (2)` keeps that name when a resume sends "grpo"
+    again (`mlflow.start_run(run_id=..., run_name="grpo")`), and the rest is applied."""
+    try:
+        return update_run(store, run_id, {**changes, "name": name} if name else changes,
+                          merge=merge)
+    except InvalidName as exc:
+        raise invalid(f"run_name: {exc}") from None
+    except NameTaken as exc:
+        if not name or not _created_as(store.get_run(run_id).name, name):
+            raise MlflowError("RESOURCE_ALREADY_EXISTS", str(exc)) from None
+    if changes or merge is not None:
+        return update_run(store, run_id, changes, merge=merge)
+    return store.get_run(run_id)
+
+
+def _tagged_name(tags: list[dict[str, str]]) -> str:
+    """The run name an mlflow.runName tag sets after creation (the last one; "" for none)."""
+    values = [t["value"] for t in tags if t["key"] == "mlflow.runName" and t["value"]]
+    return checked_text(values[-1], "tag mlflow.runName", limits.MAX_NAME_LENGTH) if values else ""
 
 
 def _log(
@@ -255,6 +301,7 @@ def _log(
     # Everything is checked before anything is stored.
     rows, _skipped = metric_rows(metrics)
     params, tags = check_params(params), check_tags(tags)
+    name = _tagged_name(tags)
 
     def merge(run: Run) -> dict[str, Any]:
         # Computed from the run as it is under its lock: concurrent log-batch calls of one
@@ -266,7 +313,7 @@ def _log(
         return changes
 
     if params or tags:
-        update_run(store, run_id, {}, merge=merge)
+        _update_named(store, run_id, {}, name, merge=merge)
     else:
         store.get_run(run_id)  # RESOURCE_DOES_NOT_EXIST before anything is stored
     refit = bool(rows) and store.ingest_points(run_id, rows).refit
@@ -384,7 +431,7 @@ def _page(p: Payload, cap: int, most: int) -> tuple[int, int]:
 
 def _get_history(store: Store, p: Payload) -> Payload:
     run = store.get_run(_run_id(p))
-    key = _str(p, "metric_key")
+    key = _str(p, "metric_key", max_length=limits.MAX_METRIC_NAME_LENGTH)
     max_results, since = _page(p, MAX_HISTORY_PAGE, limits.MAX_MLFLOW_SEARCH_RESULTS)
     if key not in run.latest:
         return {"metrics": []}

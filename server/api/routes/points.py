@@ -124,7 +124,7 @@ def get_points(
         str | None,
         Query(
             min_length=1,
-            max_length=limits.MAX_NAME_LENGTH,
+            max_length=limits.MAX_METRIC_NAME_LENGTH,
             description="default: the run's fit metric",
         ),
     ] = None,

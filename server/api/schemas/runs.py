@@ -47,7 +47,7 @@ class RunCreate(BaseModel):
     notes: str | None = Field(None, max_length=limits.MAX_NOTES_LENGTH)
     compute_unit: str = Field("gpu_hours", min_length=1, max_length=limits.MAX_UNIT_LENGTH)
     target_compute: FiniteFloat | None = Field(None, gt=0)
-    fit_metric: str | None = Field(None, min_length=1, max_length=limits.MAX_NAME_LENGTH)
+    fit_metric: str | None = Field(None, min_length=1, max_length=limits.MAX_METRIC_NAME_LENGTH)
     fit_settings: FitSettings | None = None
     group: str | None = GroupName
 
