@@ -456,7 +456,7 @@ def registration_body(
     if target_compute is not None:
         body["target_compute"] = to_compute(target_compute)
     if fit_metric is not None:
-        body["fit_metric"] = check_name("fit_metric", fit_metric)
+        body["fit_metric"] = check_name("fit_metric", fit_metric, MAX_METRIC_NAME_LENGTH)
     if group is not None:  # sent with the run's creation (and each resume: moves it)
         body["group"] = check_group(group)
     return body

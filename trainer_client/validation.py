@@ -20,6 +20,7 @@ from .limits import (
     MAX_CONFIG_BYTES,
     MAX_GROUP_LENGTH,
     MAX_METRIC_NAME_LENGTH,
+    MAX_NAME_LENGTH,
     MAX_STEP,
     MAX_TAG_LENGTH,
     MAX_TAGS,
@@ -61,9 +62,20 @@ class RateLimitedWarning:
             self.count = 0
 
 
-def check_name(label: str, value: Any) -> str:
+def check_name(label: str, value: Any, most: int = MAX_NAME_LENGTH) -> str:
+    """A project or run name (or, with ``most``, a metric name) the server will take (its
+    `run_names.check_run_name`): refused here, at `init`, rather than by the server later,
+    when the run's points are already spooled under a name no server accepts."""
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"{label} must be a non-empty string, got {value!r}")
+    if len(value) > most:
+        raise ValueError(f"{label} has {len(value)} characters; at most {most}")
+    if "\x00" in value:
+        raise ValueError(f"{label} must not contain NUL characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{label} must be valid UTF-8 (a lone surrogate?)") from None
     return value
 
 

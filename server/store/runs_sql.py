@@ -34,6 +34,7 @@ from scalewatch.server.domain.runs import (
 from scalewatch.server.domain.runs import (
     Run as RunRecord,
 )
+from scalewatch.server.limits import MAX_NAME_LENGTH
 from scalewatch.server.store.base import NotFound, RunQuery
 from scalewatch.server.store.common import SqlBase, dialect_insert, iso
 from scalewatch.server.store.group_marks import mark_group_dirty
@@ -125,8 +126,8 @@ class RunsMixin(SqlBase):
         `runs/create` makes a new run each time, even under a name already taken)."""
         for n in range(1, 10_000):
             candidate = name if n == 1 else f"{name} ({n})"
-            if len(candidate) > 200:  # the column's size: keep the suffix, shorten the name
-                candidate = name[: 200 - len(candidate)] + candidate[len(name) :]
+            if len(candidate) > MAX_NAME_LENGTH:  # keep the suffix, shorten the name
+                candidate = name[: MAX_NAME_LENGTH - len(candidate)] + candidate[len(name) :]
             with self.session() as s:
                 pid = self._project_id(s, project)
                 taken = s.scalar(

@@ -480,3 +480,20 @@ def test_server_limits_reexport_the_client_limits():
     assert client_limits.MAX_NAME_LENGTH == 200
     for limits_module in (client_limits, server_limits):
         assert limits_module.__all__ == sorted(limits_module.__all__), limits_module.__name__
+
+
+@pytest.mark.parametrize(("project", "name", "says"), [
+    ("p" * 201, "run", "project has 201 characters; at most 200"),
+    ("proj", "r" * 201, "name has 201 characters; at most 200"),
+    ("pro\x00j", "run", "project must not contain NUL"),
+    ("proj", "r\ud800", "name must be valid UTF-8"),
+])
+def test_init_refuses_a_name_the_server_would(tmp_path, project, name, says):  # noqa: ANN001
+    """Refused at init, before any point is spooled under a name no server accepts (the
+    server refused it only when the run registered)."""
+    with pytest.raises(ValueError, match=says.replace("(", r"\(")):
+        sw.init(project, name, mode="offline", home=str(tmp_path))
+    assert not any(tmp_path.rglob("*.jsonl"))
+    ok = sw.init("p" * 200, "r" * 200, mode="offline", home=str(tmp_path),
+                 fit_metric="m" * 250)
+    ok.finish()
