@@ -13,7 +13,12 @@ from scalewatch.server.api.deps import TokenCache
 from scalewatch.server.api.docs import install_docs
 from scalewatch.server.api.errors import install_error_handlers
 from scalewatch.server.api.fitpool import FitPool
-from scalewatch.server.api.guards import RejectNulMiddleware, RequestGuard, SecurityHeaders
+from scalewatch.server.api.guards import (
+    HeadAsGet,
+    RejectNulMiddleware,
+    RequestGuard,
+    SecurityHeaders,
+)
 from scalewatch.server.api.routes import (
     alerts,
     fits,
@@ -98,6 +103,7 @@ def create_app(settings: Settings, store: SqlStore | None = None) -> FastAPI:
     app.add_middleware(RejectNulMiddleware)
     app.add_middleware(SecurityHeaders)
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
+    app.add_middleware(HeadAsGet)  # added last: outermost
 
     install_error_handlers(app)
     install_docs(app)

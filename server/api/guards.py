@@ -335,3 +335,25 @@ class SecurityHeaders:
             await send(message)
 
         await self.app(scope, receive, with_headers)
+
+
+class HeadAsGet:
+    """HEAD answered as the GET it mirrors, headers and status alike, without the body
+    (RFC 9110 9.3.2): uptime monitors and `curl -I` probe with HEAD, and FastAPI routes only
+    the methods they declare, so every GET answered 405 to it.  Runs outermost, so a HEAD
+    meets the same guards, authentication and limits as its GET."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("method") != "HEAD":
+            await self.app(scope, receive, send)
+            return
+
+        async def without_body(message: Message) -> None:
+            if message["type"] == "http.response.body":
+                message = {**message, "body": b""}
+            await send(message)
+
+        await self.app({**scope, "method": "GET"}, receive, without_body)

@@ -65,3 +65,25 @@ def test_first_start_prints_an_admin_token_once(sqlite_url, tmp_path):
         assert len(re.findall(r"sw_[A-Za-z0-9_-]{20,}", server.logs())) == 1
     finally:
         server.stop()
+
+
+def test_head_answers_as_its_get_without_a_body(authed_server):
+    """Uptime monitors and `curl -I` probe with HEAD: the GET's status and headers, no body,
+    behind the same authentication (every GET answered 405 to it)."""
+    reader = authed_server.make_token("read")
+    assert httpx.head(authed_server.url + "/api/v1/runs").status_code == 401
+    with authed_server.client(reader) as http:
+        for path in ("/healthz", "/api/v1/runs", "/api/v1/alerts", "/openapi.json"):
+            got, head = http.get(path), http.head(path)
+            assert head.status_code == got.status_code == 200, (path, head.status_code)
+            assert head.content == b""
+            assert head.headers["content-type"] == got.headers["content-type"]
+            assert head.headers.get("x-content-type-options") == "nosniff"
+        assert http.head("/api/v1/runs/999999").status_code == 404
+        # A route with no GET still says which methods it has.
+        refused = http.head("/api/v1/runs/1/points:batch")
+        assert refused.status_code in (404, 405)
+    # The connection stays usable after a HEAD (no body bytes left on the wire).
+    with authed_server.client(reader) as http:
+        assert http.head("/healthz").status_code == 200
+        assert http.get("/api/v1/runs").status_code == 200
