@@ -31,6 +31,7 @@ __all__ = [
     "RateLimitedWarning",
     "bad_metric_name",
     "metric_name_problem",
+    "name_problem",
     "check_group",
     "check_name",
     "check_tags",
@@ -68,14 +69,9 @@ def check_name(label: str, value: Any, most: int = MAX_NAME_LENGTH) -> str:
     when the run's points are already spooled under a name no server accepts."""
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"{label} must be a non-empty string, got {value!r}")
-    if len(value) > most:
-        raise ValueError(f"{label} has {len(value)} characters; at most {most}")
-    if "\x00" in value:
-        raise ValueError(f"{label} must not contain NUL characters")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValueError(f"{label} must be valid UTF-8 (a lone surrogate?)") from None
+    problem = name_problem(value, most)
+    if problem:
+        raise ValueError(f"{label} {problem}")
     return value
 
 
@@ -114,18 +110,26 @@ def check_tags(tags: Any) -> list[str]:
     return list(tags)
 
 
-def metric_name_problem(k: str) -> str | None:
-    """What the server would refuse in the metric name ``k``, or None."""
-    if not k or len(k) > MAX_METRIC_NAME_LENGTH:
-        return f"must have 1..{MAX_METRIC_NAME_LENGTH} characters"
+def name_problem(k: str, most: int) -> str | None:
+    """What the server would refuse in the name ``k`` (a metric name with ``most`` =
+    ``MAX_METRIC_NAME_LENGTH``; a project or run name with ``MAX_NAME_LENGTH``), or None."""
+    if not k:
+        return "must not be empty"
+    if len(k) > most:
+        return f"has {len(k)} characters; at most {most}"
     if "\x00" in k:
-        return "must not contain NUL"
+        return "must not contain NUL characters"
     if not k.isascii():
         try:
             k.encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate, e.g. json.loads('"\\udfff"')
-            return "is not valid text (a lone surrogate)"
+            return "must be valid UTF-8 (a lone surrogate?)"
     return None
+
+
+def metric_name_problem(k: str) -> str | None:
+    """What the server would refuse in the metric name ``k``, or None."""
+    return name_problem(k, MAX_METRIC_NAME_LENGTH)
 
 
 def bad_metric_name(k: Any) -> None:
