@@ -33,7 +33,7 @@ from . import grid as G
 from . import posterior as P
 from .breakscreen import MARGIN, linear_z
 from .intervals import RHO_MAX, analyse, autocorr_time, eval_sd, lag1_rho, mean_noise_sd
-from .model import FloatArray, curve_x, frac, jacobian_x
+from .model import FloatArray, curve_x, frac, jacobian_x, value_span
 
 MIN_POINTS = 16  # fewer points: no break test
 MIN_BEFORE = 10  # points the pre-break fit needs at least
@@ -226,6 +226,7 @@ def detect_break(
     if n < MIN_POINTS:
         return None
     fit_r0 = r0 is None
+    min_drop = MIN_DROP * value_span(value_range)  # MIN_DROP is set for [0, 1]
     resid = y - _curve(x, theta)
     cands = [m for m in CANDIDATES if m <= n - MIN_BEFORE and m <= 0.6 * n]
     if not cands:
@@ -234,7 +235,7 @@ def detect_break(
     # leaves the newest residuals clearly negative even there.  The scale comes from
     # successive differences, which a break does not inflate (the full fit's residual noise
     # it does), and which understate persistent noise: the screen errs towards testing.
-    scale = max(_screen_scale(y), 1e-4)
+    scale = max(_screen_scale(y), 1e-4 * value_span(value_range))
     screen = min(float(w @ resid[-m:]) / (scale * float(np.sqrt(w @ w)))
                  for m in cands for w in _shapes(m))
     if screen > -Z_SCREEN:
@@ -243,14 +244,14 @@ def detect_break(
     # refitted exactly.
     # A full fit that does not rise (a collapse can bend it into a falling step) is no point
     # to linearise the rise before the fall around: then every candidate is refitted.
-    rising = theta[0] - theta[3] >= MIN_DROP
+    rising = theta[0] - theta[3] >= min_drop
     near = (linear_z(x, y, theta, fit_r0, cands) < -(Z_BREAK - MARGIN) if rising
             else np.ones(len(cands), dtype=bool))
     best: tuple[float, int, Theta, float, float, float] | None = None
     for m in (m for m, keep in zip(cands, near, strict=True) if keep):
         k = n - m
         th = refit(x[:k], y[:k], theta)
-        if th[0] - th[3] < MIN_DROP:
+        if th[0] - th[3] < min_drop:
             continue  # no rise before it: a run that never climbed cannot break off its climb
         z, sd, tau, dof = exact_z(x, y, k, th, fit_r0)
         z = as_normal_z(z, dof)
@@ -287,11 +288,11 @@ def detect_break(
     drop = float(was.mean()) - level
     level_sd = mean_noise_sd(sd, t, recent)
     half = 1.96 * float(np.sqrt(float(was.var()) + level_sd**2))
-    if drop < MIN_DROP or drop - half < MIN_DROP / 2:
+    if drop < min_drop or drop - half < min_drop / 2:
         # Too small to matter, or not clearly more than half of that: a short dip of a few
         # evaluations under a curve the noise had lifted is not worth withholding A for.
         return None
-    if float(r_all[-recent:].mean()) > -MIN_DROP / 2:
+    if float(r_all[-recent:].mean()) > -min_drop / 2:
         return None  # the newest points are back on the curve
     # A break is a fall: the recent level must lie clearly below the level the run had reached
     # where the departure starts.  A run still rising, only more slowly than an extrapolated

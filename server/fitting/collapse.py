@@ -55,9 +55,10 @@ class Collapse:
 
 
 def detect_collapse(x: FloatArray, y: FloatArray, theta: Theta, fit_r0: bool,
-                    refit: Refit) -> Collapse | None:
+                    refit: Refit, unit: float = 1.0) -> Collapse | None:
     """A collapse of ``y`` (log-compute ``x``), or None.  ``theta``: the full point fit (the
-    warm start of the fit of the rise); ``refit(x, y, start)``: the caller's prefix fitter."""
+    warm start of the fit of the rise); ``refit(x, y, start)``: the caller's prefix fitter;
+    ``unit``: the width of the metric's value range (``MIN_CHANGE`` is set for [0, 1])."""
     n = int(y.size)
     k = max(3, n // 10)
     if n < 2 * k + 2:
@@ -68,7 +69,7 @@ def detect_collapse(x: FloatArray, y: FloatArray, theta: Theta, fit_r0: bool,
     drop, rise = peak - tail, peak - start
 
     def passes(block_sd: float) -> bool:
-        floor = max(MIN_CHANGE, COLLAPSE_Z * block_sd)
+        floor = max(MIN_CHANGE * unit, COLLAPSE_Z * block_sd)
         return rise > floor and drop > MIN_SHARE * rise and drop > floor
 
     white = float(np.median(np.abs(np.diff(y)))) / 0.954 / np.sqrt(k)  # independent noise

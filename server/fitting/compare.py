@@ -11,7 +11,7 @@ from numpy.typing import ArrayLike
 
 from . import grid as G
 from .fit import _refine, binned_ssr, coarse_check, point_fit, prepare, refine_bounds, warm_holds
-from .model import FloatArray, curves_many
+from .model import FloatArray, curves_many, value_span
 from .result import FitOptions, FitResult
 
 SAME_A_MARGIN = 0.02  # the paper's error margin on A (App. A.5)
@@ -114,17 +114,20 @@ def _draws(res: FitResult) -> FloatArray:
 def compare_fits(
     series: Mapping[str, tuple[ArrayLike, ArrayLike, FitResult]],
     budget: float | None = None,
-    options: FitOptions = FitOptions(),
-    margin: float = SAME_A_MARGIN,
+    options: FitOptions | None = None,
+    margin: float | None = None,
 ) -> dict[str, Any]:
     """Compare runs fitted with :func:`fit_curve` (JSON-able result).
 
     ``series`` maps a run name to ``(compute, values, fit_result)``; ``options`` are the fit
-    options (used for the fixed-A refits of the decision rule).  Returns::
+    options (used for the fixed-A refits of the decision rule; by default the defaults with
+    the runs' value range).  ``margin`` (the paper's 0.02 on a [0, 1] pass rate) is in the
+    runs' units: by default ``SAME_A_MARGIN`` times the width of their value range (the
+    widest, should they differ).  Returns::
 
         {
           "budget": float | null,
-          "margin": 0.02,
+          "margin": 0.02,                   # x the value range's width
           "runs": {name: {"status", "A", "A_lower_bound", "B", "C_mid", "R0",
                           "predicted_at_budget", "interval_at_budget": [lo, hi] | null}},
           "pairs": [{
@@ -148,6 +151,12 @@ def compare_fits(
           }]
         }
     """
+    ranges = [(float(r.value_range[0]), float(r.value_range[1])) for _, _, r in series.values()]
+    widest = max(ranges, key=value_span, default=(0.0, 1.0))
+    if margin is None:
+        margin = SAME_A_MARGIN * value_span(widest)
+    if options is None:
+        options = FitOptions(value_range=widest)
     runs: dict[str, Any] = {}
     # Each run's thinned draws and its values at the budget, once: every pair reuses them.
     draws = {n: _draws(r) for n, (_, _, r) in series.items()}

@@ -22,7 +22,7 @@ from .intervals import (
     posterior_summary,
 )
 from .misspec import disagrees
-from .model import FloatArray, frac
+from .model import FloatArray, frac, value_span
 from .noise_prior import prior_record
 from .posterior import posterior_axes
 from .result import FitOptions, FitResult
@@ -34,12 +34,21 @@ MIN_DISTINCT = 4
 COARSE = (12, 8)  # coarse (m, B) check grid used to validate warm starts
 ID_MAX_WIDTH = 0.1  # A interval wider than this -> unidentified
 EDGE_EPS = 1e-3
+OUTSIDE_SHARE = 0.05  # more of the window outside the value range: the range is wrong
+FLAT_GAIN = 0.005  # a fitted gain A - R0 below this is no signal, however quiet the noise
 KNEE_FACTOR = 1.5  # the window must reach KNEE_FACTOR x the upper bound of C_mid to claim A
 PAST_KNEE = 2.0  # ... and PAST_KNEE x the fitted C_mid (see ``too_early``)
 MIN_REGIME = 12  # evaluations since a break needed to fit the new regime
 BREAK_BINS = 96  # log-compute bins of the break test's prefix refits
 # The rule above, for ``withheld.py`` to say which part of it held A back.
 RULES = Rules(ID_MAX_WIDTH, EDGE_EPS, KNEE_FACTOR, PAST_KNEE, MIN_REGIME)
+
+
+def rules_for(value_range: tuple[float, float]) -> Rules:
+    """``RULES`` in the units of a metric whose values live in ``value_range`` (its widths
+    are set for [0, 1])."""
+    unit = value_span(value_range)
+    return replace(RULES, max_width=ID_MAX_WIDTH * unit, edge_eps=EDGE_EPS * unit)
 
 
 @dataclass(frozen=True)
@@ -238,8 +247,32 @@ def _insufficient(prep: Prepared, options: FitOptions, msg: str, n: int) -> FitR
     )
 
 
+def outside_range_message(y: FloatArray, value_range: tuple[float, float]) -> str | None:
+    """Why a window whose values mostly lie outside ``value_range`` cannot be fitted, or None.
+
+    The ceiling is searched inside the value range, so a metric on another scale (a
+    percentage, a reward in [-1, 1]) under the default [0, 1] used to read as "flat": the
+    fit could only pin A at the bound.  More than ``OUTSIDE_SHARE`` of the window's points
+    beyond the range by more than 1% of its width and 3 sds of the evaluation noise (from
+    successive differences: noisy evaluations of a pass rate near 0 in a simulation dip
+    below it) is taken to mean a range set for another scale, not a few wild evaluations."""
+    lo, hi = value_range
+    noise = float(np.median(np.abs(np.diff(y)))) / 0.954 if y.size > 1 else 0.0
+    tol = max(0.01 * value_span(value_range), 3.0 * noise)
+    out = int(np.count_nonzero((y < lo - tol) | (y > hi + tol)))
+    if out <= OUTSIDE_SHARE * y.size:
+        return None
+    y_lo, y_hi = float(y.min()), float(y.max())
+    hint = ("e.g. [0, 100] for a percentage" if y_lo >= 0.0 and y_hi <= 100.0 else
+            "the lowest and highest values the metric can take")
+    return (f"{out} of {y.size} values lie outside the value range [{lo:g}, {hi:g}] the "
+            f"ceiling is searched in (they run from {y_lo:.4g} to {y_hi:.4g}): set the run's "
+            f"fit setting value_range to the metric's scale ({hint}; PATCH /api/v1/runs/{{id}} "
+            f"with fit_settings); claims, margins and noise floors then scale with it")
+
+
 def no_signal_message(gain: float, floor: float, q: float, sigma: float, tau: float,
-                      n: int) -> str:
+                      n: int, unit: float = 1.0) -> str:
     """Why a fitted gain ``A - R0`` within ``floor`` (the noise of the mean level, which grows
     with the residuals' autocorrelation time ``tau``) is no signal.
 
@@ -249,7 +282,7 @@ def no_signal_message(gain: float, floor: float, q: float, sigma: float, tau: fl
     message before) told its user the opposite of what the chart shows."""
     if gain < -floor:
         return f"no signal: the metric decreases (fitted gain A - R0 = {gain:+.4f})"
-    if gain <= max(2.0 * q * sigma / np.sqrt(max(n, 1)), 0.005):
+    if gain <= max(2.0 * q * sigma / np.sqrt(max(n, 1)), FLAT_GAIN * unit):
         return f"no signal: the metric is flat (fitted gain A - R0 = {gain:+.4f})"
     return (f"no signal the fit can trust: the fitted gain A - R0 = {gain:+.4f} is within the "
             f"noise only because the residuals around the sigmoid are persistent "
@@ -272,6 +305,7 @@ def fit_curve(
     lo, hi = (float(v) for v in options.value_range)
     if not lo < hi:
         raise ValueError("value_range must be (low, high) with low < high")
+    unit = value_span((lo, hi))
     if options.method not in ("default", "paper", "curve_fit"):
         raise ValueError(f"unknown method {options.method!r}")
     prep = prepare(compute, values, options, steps)
@@ -280,6 +314,9 @@ def fit_curve(
         return _insufficient(prep, options, f"only {n} usable points (need {MIN_POINTS})", n)
     if np.unique(prep.x).size < MIN_DISTINCT:
         return _insufficient(prep, options, f"fewer than {MIN_DISTINCT} distinct compute values", n)
+    outside = outside_range_message(prep.y, (lo, hi))
+    if outside is not None:
+        return _insufficient(prep, options, outside, n)
     if options.method != "default":
         from .paper import fit_baseline
 
@@ -300,7 +337,7 @@ def fit_curve(
     brk = detect_break(prep.x, prep.y, pf.theta, prep.r0, (lo, hi), refit)
     if brk is not None:
         return broken(prep, options, brk)
-    collapse = detect_collapse(prep.x, prep.y, pf.theta, prep.r0 is None, refit)
+    collapse = detect_collapse(prep.x, prep.y, pf.theta, prep.r0 is None, refit, unit)
     if collapse is not None:
         return _insufficient(prep, options, collapse.message, n)
     return finish(prep, options, pf)
@@ -357,7 +394,7 @@ def broken(prep: Prepared, options: FitOptions, brk: Break) -> FitResult:
         method="default", sigma=unc.sigma, tau=unc.tau, eval_sd=unc.eval_sd, q=unc.q,
         value_range=(lo, hi), break_=info,
         message=f"{what}; {why_not}; its ceiling is at most {ceiling_upper:.3f}",
-        withheld=withheld_record(break_reasons(info, RULES), None, None),
+        withheld=withheld_record(break_reasons(info, rules_for((lo, hi))), None, None),
     )
 
 
@@ -367,11 +404,12 @@ def withheld_because(
 ) -> str | None:
     """Why A must be withheld (``unidentified``), or None when it can be claimed."""
     lo, hi = value_range
+    unit = value_span(value_range)
     a_lo, a_hi = ci_a
-    if a_lo <= lo + EDGE_EPS or a_hi >= hi - EDGE_EPS:
+    if a_lo <= lo + EDGE_EPS * unit or a_hi >= hi - EDGE_EPS * unit:
         return "reaches the value-range bound"
-    if a_hi - a_lo > ID_MAX_WIDTH:
-        return f"is wider than {ID_MAX_WIDTH}"
+    if a_hi - a_lo > ID_MAX_WIDTH * unit:
+        return f"is wider than {ID_MAX_WIDTH * unit:g}"
     # The midpoint must be behind the run with confidence: a window that may still be short
     # of C_mid can look like a plateau when persistent noise flattens its end, and claiming
     # A there is how forecasts end up confidently wrong.
@@ -404,25 +442,28 @@ def form_too_wide(form: ModelForm, value_range: tuple[float, float]) -> str | No
     (``structural.weigh``) is too wide to claim, or None."""
     a_lo, a_hi = form.ci_a
     lo, hi = value_range
-    if (a_hi - a_lo <= ID_MAX_WIDTH and a_lo > lo + EDGE_EPS and a_hi < hi - EDGE_EPS) \
-            or not form.counted:
+    unit = value_span(value_range)
+    if (a_hi - a_lo <= ID_MAX_WIDTH * unit and a_lo > lo + EDGE_EPS * unit
+            and a_hi < hi - EDGE_EPS * unit) or not form.counted:
         return None
     others = ", ".join(f"a {alt.name} at {alt.a:.3f}" for alt in form.counted)
     return (f"is narrow, but other saturating curves fit the window as well as the sigmoid and "
             f"level off elsewhere ({others}): with the model form's uncertainty A lies in "
-            f"[{a_lo:.3f}, {a_hi:.3f}], wider than a claim allows ({ID_MAX_WIDTH:g})")
+            f"[{a_lo:.3f}, {a_hi:.3f}], wider than a claim allows ({ID_MAX_WIDTH * unit:g})")
 
 
-def drift_too_wide(wide: tuple[float, float], drift_sd: float) -> str | None:
+def drift_too_wide(wide: tuple[float, float], drift_sd: float, unit: float = 1.0
+                   ) -> str | None:
     """Why A, narrow on its own, cannot be claimed once its interval carries the project's
     learned drift allowance (``intervals.a_with_drift``, interval ``wide``), or None.  Only
     the width counts: an end the widening pushed to the value range's bound was clipped there,
     it is not the pile-up at a bound that ``withheld_because`` refuses."""
-    if not drift_sd > 0 or wide[1] - wide[0] <= ID_MAX_WIDTH:
+    if not drift_sd > 0 or wide[1] - wide[0] <= ID_MAX_WIDTH * unit:
         return None
     return (f"is narrow, but this project's finished runs strayed past their own forecasts: "
             f"with the drift they showed (sd {drift_sd:.3f} at this run's reach) A lies in "
-            f"[{wide[0]:.3f}, {wide[1]:.3f}], wider than a claim allows ({ID_MAX_WIDTH:g})")
+            f"[{wide[0]:.3f}, {wide[1]:.3f}], wider than a claim allows "
+            f"({ID_MAX_WIDTH * unit:g})")
 
 
 def claim_with_drift(ci_a: tuple[float, float], a_point: float,
@@ -435,7 +476,7 @@ def claim_with_drift(ci_a: tuple[float, float], a_point: float,
     (``finish``) and a recipe's pooled fit (``group.py``) alike."""
     drift_sd = allowance_at_reach(allowance, target, window_end)
     wide = a_with_drift(ci_a, a_point, drift_sd, value_range)
-    return wide, drift_too_wide(wide, drift_sd)
+    return wide, drift_too_wide(wide, drift_sd, value_span(value_range))
 
 
 def holding(interval: tuple[float, float], point: float) -> tuple[float, float]:
@@ -469,6 +510,7 @@ def a_lower_bound(ci_a: tuple[float, float], draws: Any, fit_end: float | None) 
 def finish(prep: Prepared, options: FitOptions, pf: PointFit) -> FitResult:
     """Status, intervals and the result object for a point fit."""
     lo, hi = (float(v) for v in options.value_range)
+    unit = value_span((lo, hi))
     n = int(prep.y.size)
     fit_r0 = prep.r0 is None
     a, m, b, r0 = pf.theta
@@ -476,7 +518,7 @@ def finish(prep: Prepared, options: FitOptions, pf: PointFit) -> FitResult:
     # replaces the intervals when they are asked for.
     unc = analyse(prep.x, prep.y, pf.theta, fit_r0, (lo, hi))
     drift = drift_rate_at(options.drift_rate, options.drift_allowance, prep.target,
-                          None if prep.fit_range is None else prep.fit_range[1])
+                          None if prep.fit_range is None else prep.fit_range[1], unit)
     c_mid = prep.c0 * float(np.exp(m))
     pred = None
     if prep.target is not None:
@@ -489,11 +531,11 @@ def finish(prep: Prepared, options: FitOptions, pf: PointFit) -> FitResult:
         eval_sd=unc.eval_sd, drift_sd=drift, q=unc.q,
     )
     # No signal: the fitted gain is not clearly above the noise of the mean level.
-    gain_floor = max(2.0 * unc.q * unc.sigma * np.sqrt(unc.tau / n), 0.005)
+    gain_floor = max(2.0 * unc.q * unc.sigma * np.sqrt(unc.tau / n), FLAT_GAIN * unit)
     if a - r0 <= gain_floor:
         # No curve is reported (B and C_mid of a flat fit are meaningless).
         common.update(B=None, C_mid=None, a_fit=None)
-        msg = no_signal_message(a - r0, gain_floor, unc.q, unc.sigma, unc.tau, n)
+        msg = no_signal_message(a - r0, gain_floor, unc.q, unc.sigma, unc.tau, n, unit)
         return FitResult(status="insufficient_data", message=msg, withheld=withheld_record(
             [reason("insufficient_data", msg)], None, None), **common)
 
@@ -523,7 +565,7 @@ def finish(prep: Prepared, options: FitOptions, pf: PointFit) -> FitResult:
     # AR(1) noise explains (withheld.misfit, every fit), and a curve with an asymmetric knee
     # that fits significantly better and levels off elsewhere (misspec.disagrees, only on a
     # fit about to claim A: it costs three small least-squares fits).
-    mis = misfit(prep.x, prep.y, pf.theta, fit_r0)
+    mis = misfit(prep.x, prep.y, pf.theta, fit_r0, unit)
     other_shape = model_form = drifted = None
     if why is None and mis is None:
         # The model form's uncertainty (structural.py): the saturating curves that fit the
@@ -562,8 +604,8 @@ def finish(prep: Prepared, options: FitOptions, pf: PointFit) -> FitResult:
             predicted_at_target=pred, predicted_interval=pred_iv, curve_interval=curve_iv,
             message=message, draws=draws,
             withheld=explain(prep.x, draws, fit_r0, ci_a, None if ci is None else ci["C_mid"],
-                             c_mid, fit_end, (lo, hi), common.get("rho"), RULES, mis, message,
-                             other_shape, model_form or drifted),
+                             c_mid, fit_end, (lo, hi), common.get("rho"), rules_for((lo, hi)),
+                             mis, message, other_shape, model_form or drifted),
             **common)
     return FitResult(
         status="ok", A=a_point, A_lower_bound=ci_a[0], ci=ci, predicted_at_target=pred,

@@ -26,6 +26,7 @@ from numpy.typing import ArrayLike
 
 from .fit import a_lower_bound, claim_with_drift, fit_curve, prepare, too_early, withheld_because
 from .intervals import M_CLIP, a_interval, at_target, drift_rate_at, q95, thin_draws
+from .model import value_span
 from .pooled import Seed, sample_pooled
 from .posterior import posterior_axes
 from .result import FitOptions, FitResult
@@ -160,13 +161,14 @@ def _pooled(
         off = d.a_seeds[:, j] - d.a
         o_lo, o_hi = q95(off)
         med = float(np.median(off))
-        clear = (o_lo > 0 or o_hi < 0) and abs(med) >= OFF_MARGIN
+        clear = (o_lo > 0 or o_hi < 0) and abs(med) >= OFF_MARGIN * value_span((lo, hi))
         info[i].update(offset=med, offset_ci=[o_lo, o_hi], off_curve=bool(clear),
                        reason=(f"its ceiling is {med:+.3f} off the recipe's" if clear else ""))
     fit_range = (min(p.fit_range[0] for p in (preps[i] for i in idx)),
                  max(p.fit_range[1] for p in (preps[i] for i in idx)))
     ci = {"A": a_interval(d.a, (lo, hi)), "B": q95(d.b), "C_mid": q95(cm)}
-    drift = drift_rate_at(options.drift_rate, options.drift_allowance, target, fit_range[1])
+    drift = drift_rate_at(options.drift_rate, options.drift_allowance, target, fit_range[1],
+                          value_span((lo, hi)))
     # One seed's evaluation at the target: evaluation noise plus the seed spread of A.
     spread_var = float(np.mean(d.spread**2))
     eval_sd = float(np.sqrt(np.mean(eval_var) + spread_var))

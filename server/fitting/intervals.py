@@ -173,17 +173,19 @@ def allowance_rate(knots: tuple[tuple[float, float], ...], beyond: float) -> flo
 
 
 def drift_rate_at(drift_rate: float | None, allowance: tuple[tuple[float, float], ...] | None,
-                  target: float | None, window_end: float | None) -> float:
+                  target: float | None, window_end: float | None, unit: float = 1.0) -> float:
     """The drift rate a fit takes (``FitOptions.drift_rate``, ``drift_allowance``): an
     explicit rate; else the per-horizon allowance at the fit's own distance from its window's
-    end to its target; else the default ``DRIFT_RATE``."""
+    end to its target; else the default ``DRIFT_RATE`` (learned on [0, 1] pass rates: in the
+    metric's own units, times its value range's width ``unit``).  An explicit rate or a
+    learned allowance is already in the metric's units."""
     if drift_rate is not None:
         return max(float(drift_rate), 0.0)
     if allowance and target is not None and window_end is not None and window_end > 0:
         rate = allowance_rate(allowance, float(np.log(max(target, 1e-300) / window_end)))
         if rate is not None:
             return rate
-    return DRIFT_RATE
+    return DRIFT_RATE * unit
 
 
 def allowance_at_reach(allowance: tuple[tuple[float, float], ...] | None, target: float | None,

@@ -16,6 +16,14 @@ from scipy.special import expit
 FloatArray = NDArray[np.float64]
 
 
+def value_span(value_range: tuple[float, float]) -> float:
+    """The width of the value range the metric lives in: the unit of every threshold on
+    values in the engine (a claim's width, the paper's 0.02 margin, the noise floors), set
+    for a [0, 1] pass rate.  A metric on another scale (a percentage, a reward up to 10) with
+    its ``value_range`` set gets the same decisions as the same run rescaled to [0, 1]."""
+    return float(value_range[1]) - float(value_range[0])
+
+
 def frac(x: FloatArray, m: float | FloatArray, b: float | FloatArray) -> FloatArray:
     """Fraction of the total gain reached at log-compute ``x``: ``1 / (1 + (C_mid/C)^B)``."""
     return expit(np.multiply(b, np.subtract(x, m)))

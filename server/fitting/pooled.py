@@ -42,7 +42,7 @@ from . import ar1
 from . import grid as G
 from . import posterior as P
 from .b_prior import log_density as log_b_density
-from .model import FloatArray
+from .model import FloatArray, value_span
 
 # Prior of the seed spread t (sd of the seeds' ceilings around the recipe's): half-normal
 # with this scale.  The paper reports seeds of one recipe within about +-0.02 of each other in
@@ -153,7 +153,7 @@ class _Cells:
 
 
 def _weights(cells: list[_SeedCells], seeds: list[Seed], lo: float, hi: float) -> _Cells:
-    t2 = (T_GRID**2)[None, :]
+    t2 = ((T_GRID * value_span((lo, hi))) ** 2)[None, :]  # the spread in the metric's units
     g0 = cells[0].grid
     # Jeffreys' prior and the default soft ceiling on B (``b_prior.py``), as one run has.
     base = (log_jeffreys_pooled(g0.m, g0.b, [c.gain for c in cells], seeds)
@@ -202,7 +202,8 @@ def sample_pooled(
     a = P.truncated_normal(cells.a_bar[cell, ti], 1.0 / np.sqrt(cells.big_w[cell, ti]), lo, hi,
                            rng)
     # Spread t over its grid cell (t = 0 stays 0) so the spread's interval is not quantised.
-    edges = np.concatenate([[0.0], (T_GRID[1:] + T_GRID[:-1]) / 2, [T_GRID[-1] * 1.2]])
+    t_grid = T_GRID * value_span(value_range)  # the grid is set for [0, 1]
+    edges = np.concatenate([[0.0], (t_grid[1:] + t_grid[:-1]) / 2, [t_grid[-1] * 1.2]])
     t = np.where(ti > 0, edges[ti] + rng.random(n) * (edges[ti + 1] - edges[ti]), 0.0)
     a_seeds = np.empty((n, len(seeds)))
     r0_seeds = np.empty((n, len(seeds)))

@@ -117,7 +117,7 @@ def _profile_loglik(z: FloatArray, basis: FloatArray) -> FloatArray:
 
 
 def misfit(x: FloatArray, y: FloatArray, theta: tuple[float, float, float, float],
-           fit_r0: bool) -> Misfit | None:
+           fit_r0: bool, unit: float = 1.0) -> Misfit | None:
     """Whether the window's data depart from the fitted sigmoid ``theta = (A, m, B, R0)`` in
     a smooth, systematic way no sigmoid and no AR(1) noise explain, or None.
 
@@ -159,7 +159,7 @@ def misfit(x: FloatArray, y: FloatArray, theta: tuple[float, float, float, float
     departure = departure - null @ np.linalg.lstsq(null, departure, rcond=None)[0]
     i = int(np.argmax(np.abs(departure)))
     size = float(abs(departure[i]))
-    if size < MISFIT_MIN_SIZE:
+    if size < MISFIT_MIN_SIZE * unit:  # set for [0, 1]; ``unit``: the value range's width
         return None
     return Misfit(lr=lr, df=df, size=size, at=float(xb[i] - xb[-1]))
 

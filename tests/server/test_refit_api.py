@@ -204,3 +204,25 @@ def test_two_refitters_never_fit_one_series_at_once(database_url):
         _, history = store.fit_history(rid)
         # one fit each (the 80 points arrived at once: the fits before it are backfilled)
         assert [h["backfilled"] for h in history].count(False) == 1
+
+
+def test_a_percentage_metric_is_told_its_range_and_fitted_once_it_is_set(live_app):
+    """A run logging its pass rate in percent: under the default value range [0, 1] the fit
+    says the values lie outside it and how to set it (it used to read "flat"); with
+    fit_settings.value_range [0, 100] the same run is fitted and A claimed in percent."""
+    _, client = live_app
+    rid = client.post("/api/v1/runs", json={"project": "p", "name": "pct",
+                                            "target_compute": 16000}).json()["id"]
+    c, y = synthetic()
+    post_series(client, rid, c, 100.0 * y)
+    told = wait_for(lambda: (f := client.get(f"/api/v1/runs/{rid}/fit").json())["fit_id"] and f)
+    assert told["status"] == "insufficient_data"
+    why = told["withheld"]["reasons"][0]["detail"]
+    assert "outside the value range [0, 1]" in why and "[0, 100]" in why
+    r = client.patch(f"/api/v1/runs/{rid}", json={"fit_settings": {"value_range": [0, 100]}})
+    assert r.status_code == 200, r.text
+    fit = wait_for(lambda: ((f := client.get(f"/api/v1/runs/{rid}/fit").json())["fit_id"]
+                            != told["fit_id"] and f))
+    assert fit["status"] == "ok", fit["withheld"]
+    lo, hi = fit["ci"]["A"]
+    assert lo <= 100.0 * TRUE["A"] <= hi and hi - lo < 10.0

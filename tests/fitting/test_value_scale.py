@@ -1,0 +1,109 @@
+"""A metric on another scale than [0, 1]: a percentage, a reward in [-1, 1].
+
+The engine's thresholds on values (a claim's width 0.1, the paper's 0.02 margin, the noise
+floors, the default drift allowance) are set for a [0, 1] pass rate.  With the run's
+``value_range`` set to the metric's scale they scale with it, so the same run rescaled gets
+the same decisions; under the default [0, 1] such a run is told so instead of reading "flat".
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from scalewatch.server.fitting import FitOptions, fit_curve
+from tests.fitting.helpers import table1_run
+
+# (Table 1 row, budget, seed): runs past their knee (claimed), one short of it (interval too
+# wide), one held back by the model form's alternatives
+CASES = [("ScaleRL", 20_000.0, 3), ("ScaleRL-32k", 15_000.0, 5), ("ScaleRL-bs2048", 60_000.0, 11),
+         ("ScaleRL-Scout", 12_000.0, 2)]
+SCALES = [((0.0, 100.0), "percentage"), ((-1.0, 1.0), "reward in [-1, 1]"),
+          ((0.0, 10.0), "score out of 10")]
+
+
+def _to(scale: tuple[float, float], v: float) -> float:
+    lo, hi = scale
+    return lo + (hi - lo) * v
+
+
+@pytest.mark.parametrize("name,budget,seed", CASES)
+@pytest.mark.parametrize("scale,label", SCALES)
+def test_rescaled_run_gets_the_same_decision(name, budget, seed, scale, label):
+    c, y, _ = table1_run(name, budget, seed)
+    unit = fit_curve(c, y, FitOptions())
+    lo, hi = scale
+    span = hi - lo
+    scaled = fit_curve(c, lo + span * y, FitOptions(value_range=scale))
+    assert scaled.status == unit.status, (label, unit.message, scaled.message)
+    assert (scaled.break_ is None) == (unit.break_ is None)
+    if unit.a_fit is not None:
+        assert scaled.a_fit == pytest.approx(_to(scale, unit.a_fit), abs=1e-6 * span)
+    if unit.ci is not None:
+        # B and C_mid do not depend on the values' unit; A's interval is the posterior's
+        # (identical draws) widened by the model form's alternatives, whose least-squares fits
+        # converge to within a fraction of a percent of the range at either scale.
+        for k in ("B", "C_mid"):
+            assert scaled.ci[k] == pytest.approx(unit.ci[k], rel=1e-6)
+        for got, want in zip(scaled.ci["A"], unit.ci["A"], strict=True):
+            assert got == pytest.approx(_to(scale, want), abs=0.005 * span)
+    if unit.predicted_interval is not None:
+        for got, want in zip(scaled.predicted_interval, unit.predicted_interval, strict=True):
+            assert got == pytest.approx(_to(scale, want), abs=1e-4 * span)
+
+
+def test_a_claim_on_a_percentage_scale():
+    """The width a claim allows scales: a percentage run past its knee is claimed (before,
+    its A interval of ~3 points was held to 0.1 points and never claimed)."""
+    c, y, _ = table1_run("ScaleRL", 20_000.0, 3)
+    assert fit_curve(c, y, FitOptions()).status == "ok"
+    res = fit_curve(c, 100.0 * y, FitOptions(value_range=(0.0, 100.0)))
+    assert res.status == "ok", res.message
+    lo, hi = res.ci["A"]
+    assert 1.0 < hi - lo < 10.0
+
+
+def test_values_outside_the_default_range_say_so():
+    c, y, _ = table1_run("ScaleRL", 20_000.0, 3)
+    res = fit_curve(c, 100.0 * y, FitOptions())
+    assert res.status == "insufficient_data"
+    assert "outside the value range [0, 1]" in res.message
+    assert "[0, 100]" in res.message and "value_range" in res.message
+    assert "flat" not in res.message
+    assert res.withheld["reasons"][0]["code"] == "insufficient_data"
+    # a reward in [-1, 1] is no percentage: no [0, 100] hint
+    res = fit_curve(c, 2.0 * y - 1.0, FitOptions())
+    assert "outside the value range" in res.message and "[0, 100]" not in res.message
+
+
+def test_noisy_pass_rate_near_zero_is_not_out_of_range():
+    """Simulated noise dips a pass rate near 0 below it: no scale problem, the fit runs."""
+    rng = np.random.default_rng(7)
+    c = np.geomspace(10.0, 10_000.0, 150)
+    y = 0.5 / (1.0 + (2_000.0 / c) ** 1.5) + rng.normal(0.0, 0.02, c.size)
+    assert np.mean(y < -0.01) > 0.05  # more than 5% of the points lie below the range
+    res = fit_curve(c, y, FitOptions())
+    assert "outside the value range" not in res.message
+    assert res.a_fit is not None
+
+
+def test_comparison_margin_scales_with_the_range():
+    """The paper's "same asymptote" margin (0.02 of a pass rate) is 2 points of a percentage:
+    two runs compared on either scale get the same decision."""
+    from scalewatch.server.fitting import compare_fits
+
+    def series(scale: float) -> dict:
+        out = {}
+        for name, seed in (("ScaleRL", 3), ("ScaleRL-32gen", 4)):
+            c, y, _ = table1_run(name, 20_000.0, seed)
+            res = fit_curve(c, scale * y, FitOptions(value_range=(0.0, scale)))
+            assert res.status == "ok", res.message
+            out[name] = (c, scale * y, res)
+        return out
+
+    unit, pct = compare_fits(series(1.0)), compare_fits(series(100.0))
+    assert pct["margin"] == pytest.approx(100.0 * unit["margin"])
+    d1, d100 = unit["pairs"][0]["decision"], pct["pairs"][0]["decision"]
+    assert d1["rule"] == d100["rule"] == "same_asymptote"
+    assert d100["delta_A"] == pytest.approx(100.0 * d1["delta_A"], rel=1e-3)
+    assert d100["more_efficient"] == d1["more_efficient"]
