@@ -67,6 +67,7 @@ from .validation import (
     check_name,
     check_tags,
     check_unit,
+    check_value_range,
     json_config,
     to_compute,
     to_float,
@@ -112,6 +113,7 @@ class Run:
         timeout: float | None = None,
         meter: ComputeMeter | None = None,
         group: str | None = None,
+        value_range: tuple[float, float] | None = None,
     ) -> None:
         self.project = check_name("project", project)
         self.name = check_name("name", name)
@@ -132,7 +134,8 @@ class Run:
             raise ValueError(f"meter counts {meter.unit} but compute_unit is {compute_unit!r}")
         self._meta = registration_body(
             self.project, self.name, config=config, target_compute=target_compute,
-            compute_unit=unit, tags=tags, fit_metric=fit_metric, group=group)
+            compute_unit=unit, tags=tags, fit_metric=fit_metric, group=group,
+            value_range=value_range)
         self._unit: str | None = self._meta.get("compute_unit")
 
         self.spool = Spool(home, self.project, self.name)
@@ -424,7 +427,11 @@ def init(*args: Any, **kwargs: Any) -> Run:
     values are ``"flops"``, a ``ComputeMeter`` counts ``"gpu_hours"`` -- and for plain numbers
     ``"gpu_hours"``. Compute of another unit than the run's raises ``ValueError`` in ``log()``.
     ``group`` names the recipe this run is a seed of (e.g. ``"cispo-768"``): the
-    server fits the group's runs together (``GET /api/v1/groups/fit``). A leftover spool of the
+    server fits the group's runs together (``GET /api/v1/groups/fit``). ``value_range`` is the
+    range the fitted metric lives in (default ``(0, 1)``, a pass rate; ``(0, 100)`` for a
+    percentage): the ceiling is searched in it and the fit's thresholds scale with it; it is
+    set when the run is created (later: ``PATCH /api/v1/runs/{id}`` with ``fit_settings``).
+    A leftover spool of the
     same run (crash, server outage) is replayed first.
     """
     return Run(*args, **kwargs)
@@ -440,6 +447,7 @@ def registration_body(
     tags: list[str] | None = None,
     fit_metric: str | None = None,
     group: str | None = None,
+    value_range: tuple[float, float] | None = None,
 ) -> dict[str, Any]:
     """The body of ``POST /api/v1/runs`` for a run, checked as :func:`init` checks it (the
     CLI asks the server with it before starting; a run sends it when it registers)."""
@@ -459,6 +467,8 @@ def registration_body(
         body["fit_metric"] = check_name("fit_metric", fit_metric, MAX_METRIC_NAME_LENGTH)
     if group is not None:  # sent with the run's creation (and each resume: moves it)
         body["group"] = check_group(group)
+    if value_range is not None:  # a fit setting: taken when the server creates the run
+        body["fit_settings"] = {"value_range": check_value_range(value_range)}
     return body
 
 

@@ -36,6 +36,7 @@ __all__ = [
     "check_name",
     "check_tags",
     "check_unit",
+    "check_value_range",
     "json_config",
     "to_compute",
     "to_float",
@@ -73,6 +74,21 @@ def check_name(label: str, value: Any, most: int = MAX_NAME_LENGTH) -> str:
     if problem:
         raise ValueError(f"{label} {problem}")
     return value
+
+
+def check_value_range(value_range: Any) -> list[float]:
+    """``[low, high]`` if the server accepts ``value_range`` as a run's (finite, low < high);
+    raises otherwise."""
+    try:
+        if isinstance(value_range, (str, bytes)):
+            raise TypeError
+        lo, hi = (float(v) for v in value_range)
+    except (TypeError, ValueError):
+        raise TypeError(f"value_range must be two numbers (low, high), got {value_range!r}"
+                        ) from None
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+        raise ValueError(f"value_range must be finite with low < high, got {value_range!r}")
+    return [lo, hi]
 
 
 def check_unit(unit: Any) -> str:

@@ -105,10 +105,12 @@ def fit_paper(
     r0: float,
     cmid_grid: FloatArray | None = None,
     exact: bool = True,
+    a_grid: FloatArray = A_GRID,
 ) -> tuple[float, float, float, float]:
-    """The paper's grid procedure; returns (A, B, C_mid, SSR)."""
+    """The paper's grid procedure; returns (A, B, C_mid, SSR).  ``a_grid``: the paper's
+    (a pass rate's 0.45-0.80), or that share of another value range."""
     cmg = CMID_GRID if cmid_grid is None else np.asarray(cmid_grid, dtype=float)
-    aa, cc = np.meshgrid(A_GRID, cmg, indexing="ij")
+    aa, cc = np.meshgrid(a_grid, cmg, indexing="ij")
     aa, cc = aa.ravel(), cc.ravel()
     if exact:
         bb = np.array([_b_exact(c, y, r0, float(a), float(m)) for a, m in zip(aa, cc, strict=True)])
@@ -160,9 +162,13 @@ def fit_baseline(
         if r0 is None:
             r0, src = float(y[0]), "fitted"
             msg = "the paper fixes R0; none given, so R0 = first value of the fit window. "
-        a, b, cm, ssr = fit_paper(c, y, r0, cmid_grid, exact)
-        if a in (A_GRID[0], A_GRID[-1]):
-            msg += "A is on the edge of the paper's grid (0.45-0.80)."
+        lo, hi = (float(v) for v in options.value_range)
+        # The paper's A grid is a pass rate's 0.45-0.80: the same share of another range.
+        a_grid = A_GRID if (lo, hi) == (0.0, 1.0) else lo + (hi - lo) * A_GRID
+        a, b, cm, ssr = fit_paper(c, y, r0, cmid_grid, exact, a_grid)
+        if a in (a_grid[0], a_grid[-1]):
+            msg += (f"A is on the edge of the paper's grid ({a_grid[0]:g}-{a_grid[-1]:g}: "
+                    "0.45-0.80 of the value range).")
     else:
         out = fit_plain(c, y, r0)
         if out is None or not all(np.isfinite(out)):

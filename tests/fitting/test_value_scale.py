@@ -107,3 +107,16 @@ def test_comparison_margin_scales_with_the_range():
     assert d1["rule"] == d100["rule"] == "same_asymptote"
     assert d100["delta_A"] == pytest.approx(100.0 * d1["delta_A"], rel=1e-3)
     assert d100["more_efficient"] == d1["more_efficient"]
+
+
+@pytest.mark.parametrize("method", ["paper", "curve_fit"])
+def test_baselines_on_a_percentage(method):
+    """The paper's A grid (0.45-0.80 of a pass rate) is that share of another range: before,
+    the paper's method put a percentage run's ceiling at 0.495."""
+    c, y, _ = table1_run("ScaleRL", 20_000.0, 3)
+    unit = fit_curve(c, y, FitOptions(method=method))
+    pct = fit_curve(c, 100.0 * y, FitOptions(method=method, value_range=(0.0, 100.0)))
+    assert pct.status == unit.status == "ok"
+    assert pct.A == pytest.approx(100.0 * unit.A, rel=1e-6)
+    assert pct.B == pytest.approx(unit.B, rel=1e-6)
+    assert pct.predicted_at_target == pytest.approx(100.0 * unit.predicted_at_target, rel=1e-6)
