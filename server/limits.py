@@ -19,6 +19,8 @@ from trainer_client.limits import (
     MAX_TAG_LENGTH,
     MAX_TAGS,
     MAX_UNIT_LENGTH,
+    VALUE_RANGE_LIMIT,
+    VALUE_RANGE_WIDTH,
 )
 
 __all__ = [
@@ -49,6 +51,8 @@ __all__ = [
     "MAX_TAG_LENGTH",
     "MAX_TOKEN_PROJECTS",
     "MAX_UNIT_LENGTH",
+    "VALUE_RANGE_LIMIT",
+    "VALUE_RANGE_WIDTH",
 ]
 
 # Cap on what a gzip body may inflate to (zip bombs); the raw cap is MAX_BODY_BYTES.

@@ -19,6 +19,8 @@ __all__ = [
     "MAX_TAGS",
     "MAX_TAG_LENGTH",
     "MAX_UNIT_LENGTH",
+    "VALUE_RANGE_LIMIT",
+    "VALUE_RANGE_WIDTH",
 ]
 
 MAX_POINTS_PER_REQUEST = 10_000
@@ -36,3 +38,9 @@ MAX_GROUP_LENGTH = 100
 MAX_UNIT_LENGTH = 32  # a run's compute_unit ("gpu_hours", "flops", a counter's name)
 MAX_CONFIG_BYTES = 256 * 1024  # a run's config, as JSON
 MAX_STEP = 2**62  # steps are stored as BIGINT
+# A run's value_range (the range its fitted metric lives in): the fit's thresholds scale with
+# its width, and the engine gives the decisions of the same run in [0, 1] for widths in this
+# span (tests/fitting/test_value_scale.py); narrower or wider, its noise floors and float
+# arithmetic no longer do.  Its ends lie within +-VALUE_RANGE_LIMIT.
+VALUE_RANGE_WIDTH = (1e-3, 1e9)
+VALUE_RANGE_LIMIT = 1e12

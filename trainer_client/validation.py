@@ -25,6 +25,8 @@ from .limits import (
     MAX_TAG_LENGTH,
     MAX_TAGS,
     MAX_UNIT_LENGTH,
+    VALUE_RANGE_LIMIT,
+    VALUE_RANGE_WIDTH,
 )
 
 __all__ = [
@@ -88,6 +90,10 @@ def check_value_range(value_range: Any) -> list[float]:
                         ) from None
     if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
         raise ValueError(f"value_range must be finite with low < high, got {value_range!r}")
+    least, most = VALUE_RANGE_WIDTH
+    if not least <= hi - lo <= most or max(abs(lo), abs(hi)) > VALUE_RANGE_LIMIT:
+        raise ValueError(f"value_range must be {least:g} to {most:g} wide with ends within "
+                         f"+-{VALUE_RANGE_LIMIT:g}, got {value_range!r} (rescale the metric)")
     return [lo, hi]
 
 

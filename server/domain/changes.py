@@ -14,6 +14,7 @@ from scalewatch.server.domain.checks import (
     check_free_text,
     check_group,
     check_tags,
+    check_value_range,
     clean_text,
 )
 from scalewatch.server.domain.runs import RunStatus
@@ -37,19 +38,16 @@ class FitSettings(PriorsChecked):
     warmup: FiniteFloat | None = Field(None, ge=0, description="exclude compute below this")
     fit_until: FiniteFloat | None = Field(None, gt=0, description="use only compute <= this")
     value_range: tuple[FiniteFloat, FiniteFloat] | None = Field(
-        None, description="range the asymptote A may take, default [0, 1]"
+        None, description="range the fitted metric lives in, default [0, 1] (a pass rate; "
+        "[0, 100] for a percentage): A is searched in it and the fit's thresholds scale with "
+        "its width (1e-3 to 1e9)"
     )
     noise_prior: Literal["project"] | tuple[FiniteFloat, FiniteFloat] | None = Field(
         None, description=NOISE_PRIOR_HELP)
     b_prior: Literal["project"] | tuple[FiniteFloat, FiniteFloat] | None = Field(
         None, description=B_PRIOR_HELP)
 
-    @field_validator("value_range")
-    @classmethod
-    def _range(cls, v: tuple[float, float] | None) -> tuple[float, float] | None:
-        if v is not None and not v[0] < v[1]:
-            raise ValueError("value_range must be [low, high] with low < high")
-        return v
+    _range = field_validator("value_range")(classmethod(lambda cls, v: check_value_range(v)))
 
 
 class RunPatch(BaseModel):

@@ -131,3 +131,21 @@ def field_errors(exc: ValidationError) -> list[dict[str, str]]:
     location and message), so a write refused elsewhere (the dashboard) says the same."""
     return [{"loc": loc_text(e.get("loc", ())), "msg": str(e.get("msg", ""))}
             for e in exc.errors()]
+
+
+def check_value_range(v: tuple[float, float] | None) -> tuple[float, float] | None:
+    """A run's (or a fit request's) value range: low < high, its width within
+    ``limits.VALUE_RANGE_WIDTH`` and its ends within ``limits.VALUE_RANGE_LIMIT`` (the span in
+    which the fit's thresholds scale with it; ``trainer_client.validation`` checks the same)."""
+    if v is None:
+        return v
+    lo, hi = v
+    if not lo < hi:
+        raise ValueError("value_range must be [low, high] with low < high")
+    least, most = limits.VALUE_RANGE_WIDTH
+    if not least <= hi - lo <= most:
+        raise ValueError(f"value_range's width must be between {least:g} and {most:g}, got "
+                         f"{hi - lo:g} (rescale the metric)")
+    if max(abs(lo), abs(hi)) > limits.VALUE_RANGE_LIMIT:
+        raise ValueError(f"value_range's ends must lie within +-{limits.VALUE_RANGE_LIMIT:g}")
+    return v

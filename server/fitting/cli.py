@@ -23,6 +23,7 @@ import numpy as np
 from . import predict, predict_band
 from .b_prior import check_b_prior
 from .fit import fit_curve
+from .model import value_range_problem
 from .noise_prior import check_rho_prior
 from .result import FitOptions, FitResult
 
@@ -211,6 +212,8 @@ def main(argv: list[str]) -> int:
         lo, hi = args.range
         if not lo < hi:
             raise InputError("--range LO HI needs LO < HI")
+        if value_range_problem((lo, hi)):
+            raise InputError(f"--range LO HI: {value_range_problem((lo, hi))}")
         prior = _checked_prior(args.noise_prior, check_rho_prior, "--noise-prior MEAN SD")
         b_prior = _checked_prior(args.b_prior, check_b_prior, "--b-prior CENTRE SCALE")
         opts = FitOptions(r0=args.r0, warmup=args.warmup, fit_until=args.fit_until,

@@ -22,7 +22,7 @@ from .intervals import (
     posterior_summary,
 )
 from .misspec import disagrees
-from .model import FloatArray, frac, value_span
+from .model import FloatArray, frac, value_range_problem, value_span
 from .noise_prior import prior_record
 from .posterior import posterior_axes
 from .result import FitOptions, FitResult
@@ -303,8 +303,9 @@ def fit_curve(
     ``steps`` (optional, one per point) only label a detected break with the step it starts at.
     """
     lo, hi = (float(v) for v in options.value_range)
-    if not lo < hi:
-        raise ValueError("value_range must be (low, high) with low < high")
+    problem = value_range_problem((lo, hi))
+    if problem:
+        raise ValueError(problem)
     unit = value_span((lo, hi))
     if options.method not in ("default", "paper", "curve_fit"):
         raise ValueError(f"unknown method {options.method!r}")

@@ -39,7 +39,7 @@ import numpy as np
 from scipy import special
 
 from . import ar1
-from .model import FloatArray, curves_many, frac, jacobian_x
+from .model import FloatArray, curves_many, frac, jacobian_x, value_span
 
 N_STORED = 400  # posterior draws kept in the result (bands after a reload)
 # Misspecification allowance: real runs drift off the sigmoid after the fit window (late
@@ -304,10 +304,11 @@ def q95(v: FloatArray) -> tuple[float, float]:
 
 def a_interval(a: FloatArray, value_range: tuple[float, float]) -> tuple[float, float]:
     """A's 95% interval from its posterior draws, widened by the ceiling's model error
-    (``A_MODEL_SD``) about the median and kept inside the value range."""
+    (``A_MODEL_SD``, set for [0, 1]: times the value range's width) about the median and kept
+    inside the value range."""
     lo, hi = q95(a)
     med = float(np.median(a))
-    half = 1.96 * A_MODEL_SD
+    half = 1.96 * A_MODEL_SD * value_span(value_range)
     w_lo = med - float(np.hypot(max(med - lo, 0.0), half))
     w_hi = med + float(np.hypot(max(hi - med, 0.0), half))
     return max(w_lo, value_range[0]), min(w_hi, value_range[1])

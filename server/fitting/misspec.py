@@ -26,7 +26,7 @@ import numpy as np
 from scipy import optimize, special
 
 from .intervals import lag1_rho
-from .model import FloatArray, frac
+from .model import FloatArray, frac, value_span
 
 P_VALUE = 0.01  # how surprising the sigmoid's excess misfit must be to count as evidence
 MIN_POINTS = 12  # fewer points cannot tell one extra parameter from noise
@@ -48,23 +48,44 @@ def _whitened_ssr(e: FloatArray, rho: float) -> float:
 
 
 def best_of_starts(residuals: Callable[[FloatArray], FloatArray], starts: list[FloatArray],
-                   lower: list[float], upper: list[float], fallback: FloatArray
+                   lower: list[float], upper: list[float], fallback: FloatArray,
+                   value_range: tuple[float, float] = (0.0, 1.0), fit_r0: bool = False
                    ) -> tuple[FloatArray, float]:
     """The bounded least-squares fit of ``residuals`` with the smallest SSR over ``starts``
     (each nudged inside the bounds): an alternative curve's likelihood surface has more than
-    one basin, so one start can stop in the wrong one.  (``fallback``, inf) when none runs."""
+    one basin, so one start can stop in the wrong one.  (``fallback``, inf) when none runs.
+
+    The parameters' first entry (the ceiling) and, with ``fit_r0``, the last (R0) are values:
+    the optimiser works on them as shares of ``value_range`` (its tolerances and the bounds'
+    nudge are absolute), so a metric on another scale converges as the same run in [0, 1]
+    (on [0, 1] itself both transforms are exact identities)."""
+    lo_v, unit = float(value_range[0]), value_span(value_range)
+    values = [0] + ([len(lower) - 1] if fit_r0 else [])
+
+    def to_unit(th: FloatArray) -> FloatArray:
+        out = np.array(th, dtype=float)
+        out[values] = (out[values] - lo_v) / unit
+        return out
+
+    def from_unit(th: FloatArray) -> FloatArray:
+        out = np.array(th, dtype=float)
+        out[values] = lo_v + unit * out[values]
+        return out
+
     best, best_ssr = fallback, np.inf
-    lo, hi = np.array(lower) + 1e-9, np.array(upper) - 1e-9
+    low_u, high_u = to_unit(np.array(lower, dtype=float)), to_unit(np.array(upper, dtype=float))
+    lo, hi = low_u + 1e-9, high_u - 1e-9
     for start in starts:
         try:
-            sol = optimize.least_squares(residuals, np.clip(start, lo, hi),
-                                         bounds=(lower, upper), method="trf", x_scale="jac",
+            sol = optimize.least_squares(lambda th: residuals(from_unit(th)) / unit,
+                                         np.clip(to_unit(start), lo, hi),
+                                         bounds=(low_u, high_u), method="trf", x_scale="jac",
                                          max_nfev=200)
         except (ValueError, FloatingPointError):
             continue
-        ssr = float(sol.fun @ sol.fun)
+        ssr = float(sol.fun @ sol.fun) * unit * unit
         if np.isfinite(ssr) and ssr < best_ssr:
-            best, best_ssr = sol.x, ssr
+            best, best_ssr = from_unit(sol.x), ssr
     return best, best_ssr
 
 
@@ -83,7 +104,8 @@ def richards_fit(x: FloatArray, y: FloatArray, theta: tuple[float, float, float,
         m_start = m - float(special.logit(2.0 ** (-1.0 / nu))) / max(b, 1e-3)
         starts.append(np.array([a, m_start, b, np.log(nu)] + ([r0] if fit_r0 else [])))
     return best_of_starts(lambda th: _richards(x, th, r0_fixed) - y, starts, lower, upper,
-                          np.array([a, m, b, 0.0] + ([r0] if fit_r0 else [])))
+                          np.array([a, m, b, 0.0] + ([r0] if fit_r0 else [])), value_range,
+                          fit_r0)
 
 
 def disagrees(x: FloatArray, y: FloatArray, theta: tuple[float, float, float, float],

@@ -16,6 +16,23 @@ from scipy.special import expit
 FloatArray = NDArray[np.float64]
 
 
+# The value-range widths for which a fit gives the decisions of the same run in [0, 1]
+# (tests/fitting/test_value_scale.py); the API's limit (trainer_client.limits.VALUE_RANGE_WIDTH)
+# is this span.
+SUPPORTED_SPAN = (1e-3, 1e9)
+
+
+def value_range_problem(value_range: tuple[float, float]) -> str | None:
+    """What is wrong with ``value_range`` as a fit's, or None."""
+    lo, hi = (float(v) for v in value_range)
+    if not lo < hi:
+        return "value_range must be (low, high) with low < high"
+    if not SUPPORTED_SPAN[0] <= hi - lo <= SUPPORTED_SPAN[1]:
+        return (f"value_range's width must be between {SUPPORTED_SPAN[0]:g} and "
+                f"{SUPPORTED_SPAN[1]:g}, got {hi - lo:g} (rescale the metric)")
+    return None
+
+
 def value_span(value_range: tuple[float, float]) -> float:
     """The width of the value range the metric lives in: the unit of every threshold on
     values in the engine (a claim's width, the paper's 0.02 margin, the noise floors), set

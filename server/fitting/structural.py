@@ -72,7 +72,8 @@ def power_fit(x: FloatArray, y: FloatArray, theta: tuple[float, float, float, fl
         s_start = m - float(np.log(2.0 ** (1.0 / alpha) - 1.0))
         starts.append(np.array([a, s_start, np.log(alpha)] + ([r0] if fit_r0 else [])))
     return best_of_starts(lambda th: _power(x, th, r0_fixed) - y, starts, lower, upper,
-                          np.array([a, m, 0.0] + ([r0] if fit_r0 else [])))
+                          np.array([a, m, 0.0] + ([r0] if fit_r0 else [])), value_range,
+                          fit_r0)
 
 
 @dataclass(frozen=True)

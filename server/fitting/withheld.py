@@ -42,7 +42,7 @@ from scipy import stats
 
 from .ar1 import RHO_GRID, blocks
 from .intervals import A_MODEL_SD
-from .model import FloatArray, frac, jacobian_x
+from .model import FloatArray, frac, jacobian_x, value_span
 
 REASON_CODES = ("recent_break", "misspecified", "interval_at_bound", "interval_too_wide",
                 "noise_persistent", "short_of_knee", "insufficient_data", "not_identified")
@@ -247,7 +247,7 @@ def compute_to_identify(
     ra, rm = _info_ratios(x - float(x[-1]), scaled, fit_r0, rho)
     lo, hi = value_range
     # A's interval: its statistical part shrinks, the ceiling's model error (A_MODEL_SD) not.
-    floor = 1.96 * A_MODEL_SD
+    floor = 1.96 * A_MODEL_SD * value_span(value_range)
     a_med = float(np.median(rows[:, 0]))
     half_lo = np.sqrt(max((a_med - ci_a[0]) ** 2 - floor**2, 0.0) * ra + floor**2)
     half_hi = np.sqrt(max((ci_a[1] - a_med) ** 2 - floor**2, 0.0) * ra + floor**2)

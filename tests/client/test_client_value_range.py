@@ -46,3 +46,9 @@ def test_a_percentage_run_is_created_with_its_range(live_server: LiveServer,
         assert fit["status"] == "ok", fit["withheld"]
         lo, hi = fit["ci"]["A"]
         assert lo <= a <= hi
+
+
+def test_a_range_the_fit_cannot_scale_to_is_refused_at_init() -> None:
+    for bad in ((0, 1e-6), (0, 1e300), (1e13, 1e13 + 10)):
+        with pytest.raises(ValueError, match="rescale the metric"):
+            check_value_range(bad)

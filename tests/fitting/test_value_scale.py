@@ -120,3 +120,30 @@ def test_baselines_on_a_percentage(method):
     assert pct.A == pytest.approx(100.0 * unit.A, rel=1e-6)
     assert pct.B == pytest.approx(unit.B, rel=1e-6)
     assert pct.predicted_at_target == pytest.approx(100.0 * unit.predicted_at_target, rel=1e-6)
+
+
+def test_the_supported_span_is_the_apis_limit():
+    """The engine's supported widths and the API's limit are one span (two modules: the client
+    shares the limit and cannot import the engine)."""
+    from scalewatch.server.fitting.model import SUPPORTED_SPAN
+    from trainer_client.limits import VALUE_RANGE_WIDTH
+
+    assert SUPPORTED_SPAN == VALUE_RANGE_WIDTH
+
+
+@pytest.mark.parametrize("width", [1e-3, 1e9])
+def test_the_span_ends_still_give_the_unit_decision(width):
+    c, y, _ = table1_run("ScaleRL", 20_000.0, 3)
+    unit = fit_curve(c, y, FitOptions())
+    scaled = fit_curve(c, width * y, FitOptions(value_range=(0.0, width)))
+    assert scaled.status == unit.status == "ok", scaled.message
+    assert scaled.A == pytest.approx(width * unit.A, rel=1e-6)
+    for got, want in zip(scaled.ci["A"], unit.ci["A"], strict=True):
+        assert got == pytest.approx(width * want, abs=0.005 * width)
+
+
+@pytest.mark.parametrize("bad", [(0.0, 1e-4), (0.0, 1e10), (1.0, 1.0)])
+def test_a_range_beyond_the_span_is_refused_not_fitted(bad):
+    c, y, _ = table1_run("ScaleRL", 20_000.0, 3)
+    with pytest.raises(ValueError, match="value_range"):
+        fit_curve(c, y, FitOptions(value_range=bad))

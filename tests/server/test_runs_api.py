@@ -103,6 +103,9 @@ def test_bad_run_input_is_422_with_location(api):
         {"project": "p", "name": "x\x00y"},
         {"project": "p", "name": "x", "unknown": 1},
         {"project": "p", "name": "x", "fit_settings": {"value_range": [1, 0]}},
+        {"project": "p", "name": "x", "fit_settings": {"value_range": [0, 1e-6]}},
+        {"project": "p", "name": "x", "fit_settings": {"value_range": [0, 1e300]}},
+        {"project": "p", "name": "x", "fit_settings": {"value_range": [1e13, 1e13 + 1]}},
         {"project": "p", "name": "y" * 201},
     ]
     for body in cases:
@@ -122,3 +125,19 @@ def test_bad_run_input_is_422_with_location(api):
     assert api.patch(f"/api/v1/runs/{rid}", json={}).status_code == 422
     assert api.get("/api/v1/runs", params={"limit": 0}).status_code == 422
     assert api.get("/api/v1/runs/0").status_code == 422
+
+
+def test_value_range_beyond_the_fits_span_is_422_everywhere(api):
+    """The run's fit setting and a one-off fit refuse a range the fit's thresholds cannot
+    scale to, saying so; nothing is written."""
+    rid = create(api).json()["id"]
+    for bad, words in (([0, 1e-6], "width"), ([0, 1e300], "width"), ([1e13, 1e13 + 1], "ends")):
+        r = api.patch(f"/api/v1/runs/{rid}", json={"fit_settings": {"value_range": bad}})
+        assert r.status_code == 422 and words in r.text and "value_range" in r.text, r.text
+        r = api.post("/api/v1/fit", json={"compute": [1.0, 2.0, 3.0, 4.0, 5.0],
+                                          "values": [0.1, 0.2, 0.3, 0.35, 0.4],
+                                          "value_range": bad})
+        assert r.status_code == 422 and words in r.text, r.text
+    assert api.get(f"/api/v1/runs/{rid}").json()["fit_settings"] == {}
+    r = api.patch(f"/api/v1/runs/{rid}", json={"fit_settings": {"value_range": [-1, 1]}})
+    assert r.status_code == 200 and r.json()["fit_settings"] == {"value_range": [-1.0, 1.0]}

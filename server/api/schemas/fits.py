@@ -10,6 +10,7 @@ from scalewatch.server import limits
 from scalewatch.server.api.schemas.common import PriorsChecked
 from scalewatch.server.api.schemas.fit_shapes import FitHistoryEntry, FitOut, Interval  # noqa: F401
 from scalewatch.server.api.schemas.runs import FitSummary
+from scalewatch.server.domain.checks import check_value_range
 from scalewatch.server.domain.runs import GroupSummary
 
 # ---- fits --------------------------------------------------------------------------------------
@@ -41,8 +42,7 @@ class FitRequest(PriorsChecked):
             )
         if any(c < 0 for c in self.compute):
             raise ValueError("compute must not be negative")
-        if not self.value_range[0] < self.value_range[1]:
-            raise ValueError("value_range must be [low, high] with low < high")
+        check_value_range(self.value_range)
         return self
 
 
