@@ -475,7 +475,7 @@ def claim_with_drift(ci_a: tuple[float, float], a_point: float,
     (``intervals.allowance_at_reach``, ``intervals.a_with_drift``; unchanged without one), and
     why that interval cannot be claimed (``drift_too_wide``), or None.  For a run
     (``finish``) and a recipe's pooled fit (``group.py``) alike."""
-    drift_sd = allowance_at_reach(allowance, target, window_end)
+    drift_sd = allowance_at_reach(allowance, target, window_end, value_span(value_range))
     wide = a_with_drift(ci_a, a_point, drift_sd, value_range)
     return wide, drift_too_wide(wide, drift_sd, value_span(value_range))
 

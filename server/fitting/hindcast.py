@@ -35,6 +35,7 @@ from numpy.typing import ArrayLike
 
 from .fit import fit_curve
 from .intervals import allowance_rate
+from .model import value_span
 from .result import FitOptions
 
 COVERAGE = 0.95  # a prediction interval's promise
@@ -50,7 +51,10 @@ HORIZON_FRACTIONS = (0.5, 1.0 / 3.0, 0.2)
 @dataclass(frozen=True)
 class Hindcast:
     """One finished run's hindcast: the miss (shown minus forecast) at its end, the
-    exact-model sd of the forecast there on the miss's side, and ln(end / half-run)."""
+    exact-model sd of the forecast there on the miss's side, and ln(end / half-run).  The miss
+    and the sd are in units of the run's value range (its width is 1 on a [0, 1] pass rate),
+    so a project's runs on different scales pool into one allowance, which each fit takes in
+    its own units (``intervals.drift_rate_at``)."""
 
     miss: float
     sd: float
@@ -90,7 +94,8 @@ def hindcast_of(compute: ArrayLike, values: ArrayLike, options: FitOptions,
         return None
     miss = float(y[-k:].mean()) - centre
     sd = ((hi - centre) if miss > 0 else (centre - lo)) / 1.96
-    return Hindcast(miss=miss, sd=max(sd, 1e-9), beyond=beyond)
+    unit = value_span(options.value_range)
+    return Hindcast(miss=miss / unit, sd=max(sd / unit, 1e-9), beyond=beyond)
 
 
 def needed_rate(h: Hindcast) -> float:

@@ -176,24 +176,25 @@ def drift_rate_at(drift_rate: float | None, allowance: tuple[tuple[float, float]
                   target: float | None, window_end: float | None, unit: float = 1.0) -> float:
     """The drift rate a fit takes (``FitOptions.drift_rate``, ``drift_allowance``): an
     explicit rate; else the per-horizon allowance at the fit's own distance from its window's
-    end to its target; else the default ``DRIFT_RATE`` (learned on [0, 1] pass rates: in the
-    metric's own units, times its value range's width ``unit``).  An explicit rate or a
-    learned allowance is already in the metric's units."""
+    end to its target; else the default ``DRIFT_RATE`` (learned on [0, 1] pass rates).  The
+    allowance and the default are in units of the value range: times its width ``unit``; an
+    explicit rate is in the metric's own units."""
     if drift_rate is not None:
         return max(float(drift_rate), 0.0)
     if allowance and target is not None and window_end is not None and window_end > 0:
         rate = allowance_rate(allowance, float(np.log(max(target, 1e-300) / window_end)))
         if rate is not None:
-            return rate
+            return rate * unit  # the allowance is in units of the value range (hindcast.py)
     return DRIFT_RATE * unit
 
 
 def allowance_at_reach(allowance: tuple[tuple[float, float], ...] | None, target: float | None,
-                       window_end: float | None) -> float:
+                       window_end: float | None, unit: float = 1.0) -> float:
     """The sd a project's learned drift allowance (``hindcast.allowance_knots``) gives at the
     reach a claim of A answers for: the run's target when it lies beyond the window, else the
     farthest horizon the project's hindcasts were checked over (no target: how far its finished
-    runs vouch).  0 without an allowance, or with the target inside the window."""
+    runs vouch), in the metric's units (the allowance's, times the value range's width
+    ``unit``).  0 without an allowance, or with the target inside the window."""
     if not allowance or window_end is None or not window_end > 0:
         return 0.0
     if target is not None:
@@ -201,7 +202,7 @@ def allowance_at_reach(allowance: tuple[tuple[float, float], ...] | None, target
     else:
         reach = float(allowance[-1][0])
     rate = allowance_rate(allowance, reach)
-    return 0.0 if rate is None else rate * reach
+    return 0.0 if rate is None else rate * reach * unit
 
 
 def a_with_drift(ci_a: tuple[float, float], a_point: float, sd: float,

@@ -42,8 +42,9 @@ class FitOptions:
     # 0 = trust the sigmoid beyond the data.
     drift_rate: float | None = None
     # The allowance learned per forecast horizon from a project's finished runs, ((horizon,
-    # sd), ...) (``hindcast.allowance_knots``); used when ``drift_rate`` is None: the rate at
-    # the fit's own ln(target / window end) (``intervals.drift_rate_at``).
+    # sd), ...) (``hindcast.allowance_knots``), the sd in units of the value range; used when
+    # ``drift_rate`` is None: the rate at the fit's own ln(target / window end)
+    # (``intervals.drift_rate_at``).
     drift_allowance: tuple[tuple[float, float], ...] | None = None
     # Prior on the AR(1) coefficient rho of the evaluation noise, (mean, sd) of a normal
     # truncated to [0, 0.98]; None = flat.  Learned from a project's finished runs, which share

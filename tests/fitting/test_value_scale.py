@@ -147,3 +147,26 @@ def test_a_range_beyond_the_span_is_refused_not_fitted(bad):
     c, y, _ = table1_run("ScaleRL", 20_000.0, 3)
     with pytest.raises(ValueError, match="value_range"):
         fit_curve(c, y, FitOptions(value_range=bad))
+
+
+def test_hindcasts_and_the_learned_allowance_are_in_units_of_the_range():
+    """A finished run's hindcast is the same on either scale, so a project's runs on
+    different scales pool into one allowance, and a fit takes it in its own units."""
+    from scalewatch.server.fitting.hindcast import hindcasts_of
+
+    c, y, _ = table1_run("ScaleRL", 20_000.0, 3)
+    unit = hindcasts_of(c, y, FitOptions())
+    pct = hindcasts_of(c, 100.0 * y, FitOptions(value_range=(0.0, 100.0)))
+    assert all(h is not None for h in unit)
+    for a, b in zip(unit, pct, strict=True):
+        assert b.miss == pytest.approx(a.miss, rel=1e-6, abs=1e-9)
+        assert b.sd == pytest.approx(a.sd, rel=1e-6)
+        assert b.beyond == pytest.approx(a.beyond, rel=1e-9)
+    knots = ((0.7, 0.01), (1.1, 0.02), (1.6, 0.03))  # an allowance some project learned
+    half = table1_run("ScaleRL", 20_000.0, 3)[:2]
+    window = dict(fit_until=6_000.0, target_compute=20_000.0, drift_allowance=knots)
+    u = fit_curve(*half, FitOptions(**window))
+    p = fit_curve(half[0], 100.0 * half[1], FitOptions(value_range=(0.0, 100.0), **window))
+    assert p.drift_sd == pytest.approx(100.0 * u.drift_sd, rel=1e-9) and u.drift_sd > 0
+    for got, want in zip(p.predicted_interval, u.predicted_interval, strict=True):
+        assert got == pytest.approx(100.0 * want, abs=1e-4)
