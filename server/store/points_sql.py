@@ -14,7 +14,12 @@ from sqlalchemy.orm import Session
 
 from scalewatch.server.db.models import Project, Run, Series, utcnow
 from scalewatch.server.ingest import Batch, PointRow, SeriesPoints, group_rows
-from scalewatch.server.store.base import Ingested, NotFound
+from scalewatch.server.store.base import (
+    Ingested,
+    NotFound,
+    TooManySeries,
+    check_series_room,
+)
 from scalewatch.server.store.chunks import (
     CHUNK_LEVELS,
     ChunkRow,
@@ -124,7 +129,7 @@ class PointsMixin(PgIngestMixin):
     ) -> Ingested | Exception:
         try:
             return self._ingest_in_session(s, run_id, by_metric)
-        except NotFound as exc:  # raised before the batch wrote anything
+        except (NotFound, TooManySeries) as exc:  # raised before the batch wrote anything
             return exc
 
     def _ingest_one_sqlite(self, item: tuple[int, Batch]) -> Ingested:
@@ -221,6 +226,16 @@ class PointsMixin(PgIngestMixin):
         existing = {r[0]: r[1] for r in rows}
         last_steps = {r[0]: r[2] for r in rows}
         missing = [n for n in names if n not in existing]
+        # The bound on a run's metric names (limits.MAX_SERIES_PER_RUN), checked where every
+        # ingest path creates series, before this batch wrote anything: a batch that would pass
+        # it is refused whole, while one of names the run has creates nothing and passes. Exact
+        # under concurrency: series are created only here, and the caller holds the run row's
+        # lock (PostgreSQL: the ingest's UPDATE of the run; SQLite: the database's write lock)
+        # before these rows were read, so a concurrent batch of the run that created series
+        # committed them before this read (READ COMMITTED: each statement sees what committed
+        # before it started) or waits for this transaction. The count is the rows just read:
+        # no query of its own.
+        check_series_room(run_id, len(rows), missing)
         if missing:
             now = utcnow()
             s.execute(
