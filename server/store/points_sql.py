@@ -12,6 +12,7 @@ from sqlalchemy import Connection, func, select, update
 from sqlalchemy.engine import Row
 from sqlalchemy.orm import Session
 
+from scalewatch.server import limits
 from scalewatch.server.db.models import Project, Run, Series, utcnow
 from scalewatch.server.ingest import Batch, PointRow, SeriesPoints, group_rows
 from scalewatch.server.store.base import (
@@ -111,6 +112,19 @@ class PointsMixin(PgIngestMixin):
             with self.session() as s:
                 return self._ingest_in_session(s, run_id, by_metric)  # the run must exist
         return self.ingest_groups.submit((run_id, by_metric))
+
+    def check_new_series(self, run_id: int, names: Sequence[str]) -> None:
+        """`TooManySeries` if points of `names` would bring the run past
+        `limits.MAX_SERIES_PER_RUN`: for a caller that writes something else before the points
+        (MLflow's log-batch: params and tags) and would have the whole request refused. Only a
+        forecast: ingest checks again under the run's lock, which is what holds."""
+        with self.session() as s:
+            stored = s.scalar(select(func.count()).where(Series.run_id == run_id)) or 0
+            if stored + len(names) <= limits.MAX_SERIES_PER_RUN:
+                return  # room even if every name is new (the usual answer: one indexed count)
+            known = set(s.scalars(select(Series.name).where(
+                Series.run_id == run_id, Series.name.in_(list(names)))))
+        check_series_room(run_id, stored, [n for n in names if n not in known])
 
     def _ingest_group_sqlite(self, items: list[tuple[int, Batch]]) -> list[Ingested | Exception]:
         """`GroupCommit`'s apply on SQLite: the batches one after the other in one transaction

@@ -120,6 +120,23 @@ def test_written_together_a_refused_batch_is_only_its_own(
     assert series_of(store, fresh) == dict.fromkeys("abc", 1)
 
 
+def test_check_new_series_forecasts_the_ingest_check(store: SqlStore) -> None:
+    """The check a caller makes before writing something else with the points (MLflow's
+    log-batch): the same answer ingest would give, nothing written either way."""
+    rid = new_run(store)
+    store.ingest_points(rid, rows(1, "abc"))
+    store.check_new_series(rid, ["a", "b", "x"])  # one new: 4, at the limit
+    store.check_new_series(rid, list("abc"))
+    with pytest.raises(TooManySeries) as refused:
+        store.check_new_series(rid, ["a", "x", "y"])
+    assert (refused.value.stored, refused.value.new) == (3, 2)
+    store.ingest_points(rid, rows(2, "abcx"))
+    store.check_new_series(rid, list("abcx"))  # at the limit, names the run has
+    with pytest.raises(TooManySeries):
+        store.check_new_series(rid, ["y"])
+    assert set(series_of(store, rid)) == set("abcx")
+
+
 # --- concurrency ------------------------------------------------------------------------------
 
 
@@ -259,3 +276,104 @@ def test_rest_limit_is_checked_after_the_batch_is_valid(api: Any) -> None:
     assert r.status_code == 422 and r.json()["errors"][0]["loc"] == "points[0].step"
     assert api.post("/api/v1/runs/424242/points", json={"points": [
         {"step": 1, "compute": 1.0, "metrics": {n: 0.5 for n in "abcdef"}}]}).status_code == 404
+
+
+# --- the MLflow-compatible endpoint ------------------------------------------------------------
+
+M = "/api/2.0/mlflow"
+
+
+@pytest.fixture
+def mlflow_client(database_url: str) -> Iterator[tuple[Any, dict[str, str]]]:
+    """An app with auth on and a write token limited to project "proj" (the store the MLflow
+    routes get is then the project-scoped wrapper, as a team's token gets it)."""
+    from fastapi.testclient import TestClient
+
+    from tests.conftest import make_app
+
+    app = make_app(database_url, auth=True)
+    token = app.state.store.create_token("team", "write", ["proj"])[1]
+    with TestClient(app) as client:
+        yield client, {"Authorization": f"Bearer {token}"}
+    app.state.store.engine.dispose()
+
+
+def _mlflow_run(client: Any, h: dict[str, str]) -> str:
+    exp = client.post(f"{M}/experiments/create", json={"name": "proj"}, headers=h).json()
+    got = client.post(f"{M}/runs/create", headers=h,
+                      json={"experiment_id": exp["experiment_id"], "run_name": "r"})
+    assert got.status_code == 200, got.text
+    return got.json()["run"]["info"]["run_id"]
+
+
+def _metrics(keys: str | list[str], step: int) -> list[dict[str, Any]]:
+    return [{"key": k, "value": 0.5, "timestamp": 0, "step": step} for k in keys]
+
+
+def _refused(r: Any, run_id: str, stored: int, new: int) -> None:
+    assert r.status_code == 400, r.text
+    body = r.json()
+    assert set(body) == {"error_code", "message"}  # MLflow's error shape, which its client reads
+    assert body["error_code"] == "INVALID_PARAMETER_VALUE"
+    for said in (f"run {run_id} ", f"has {stored} metric series",
+                 f"brings {new} new metric name(s)", f"at most {LIMIT} distinct metric names"):
+        assert said in body["message"], (said, body["message"])
+
+
+def test_mlflow_log_metric_and_log_batch_past_the_limit_are_a_400(mlflow_client: tuple) -> None:
+    client, h = mlflow_client
+    run_id = _mlflow_run(client, h)
+    ok = client.post(f"{M}/runs/log-batch", headers=h,
+                     json={"run_id": run_id, "metrics": _metrics("abc", 1)})
+    assert ok.status_code == 200, ok.text
+    # log-metric: a fourth key reaches the limit, a fifth passes it.
+    log_metric = f"{M}/runs/log-metric"
+    assert client.post(log_metric, headers=h,
+                       json={"run_id": run_id, **_metrics("d", 2)[0]}).status_code == 200
+    _refused(client.post(log_metric, headers=h, json={"run_id": run_id, **_metrics("e", 3)[0]}),
+             run_id, stored=4, new=1)
+    # Keys the run has are taken at the limit, by either call.
+    assert client.post(log_metric, headers=h,
+                       json={"run_id": run_id, **_metrics("e", 3)[0] | {"key": "a"}}
+                       ).status_code == 200
+    assert client.post(f"{M}/runs/log-batch", headers=h, json={
+        "run_id": run_id, "metrics": _metrics("abcd", 4)}).status_code == 200
+    # log-batch: known keys with a new one are refused whole.
+    _refused(client.post(f"{M}/runs/log-batch", headers=h, json={
+        "run_id": run_id, "metrics": _metrics("abcdxy", 5)}), run_id, stored=4, new=2)
+    hist = client.get(f"{M}/metrics/get-history", headers=h,
+                      params={"run_id": run_id, "metric_key": "a"}).json()["metrics"]
+    assert [m["step"] for m in hist] == [1, 3, 4]
+    run = client.get(f"/api/v1/runs/{run_id}", headers=h).json()
+    assert set(run["latest"]) == set("abcd") and run["last_step"] == 4
+
+
+def test_mlflow_log_batch_refused_writes_none_of_its_params_and_tags(
+    mlflow_client: tuple,
+) -> None:
+    """log-batch writes params and tags before the metrics: a batch the bound refuses is
+    refused before either, so nothing of it is stored (the check of `check_new_series`, then
+    ingest's own under the run's lock)."""
+    client, h = mlflow_client
+    run_id = _mlflow_run(client, h)
+    client.post(f"{M}/runs/log-batch", headers=h,
+                json={"run_id": run_id, "metrics": _metrics("abc", 1)})
+    before = client.get(f"/api/v1/runs/{run_id}", headers=h).json()
+    batch = {
+        "run_id": run_id,
+        "metrics": _metrics(["a", "x", "y"], 2),
+        "params": [{"key": "lr", "value": "1e-6"}],
+        "tags": [{"key": "team", "value": "rl"}, {"key": "mlflow.runName", "value": "renamed"}],
+    }
+    _refused(client.post(f"{M}/runs/log-batch", headers=h, json=batch),
+             run_id, stored=3, new=2)
+    after = client.get(f"/api/v1/runs/{run_id}", headers=h).json()
+    for field in ("name", "config", "tags", "latest", "last_step"):
+        assert after[field] == before[field], field
+    # The same params and tags with keys the run has (one new: at the limit) go in.
+    batch["metrics"] = _metrics(["a", "x"], 2)
+    assert client.post(f"{M}/runs/log-batch", headers=h, json=batch).status_code == 200
+    after = client.get(f"/api/v1/runs/{run_id}", headers=h).json()
+    assert (after["name"], after["config"], after["tags"]) == ("renamed", {"lr": "1e-6"},
+                                                               ["team=rl"])
+    assert set(after["latest"]) == {"a", "b", "c", "x"}
