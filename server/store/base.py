@@ -88,9 +88,8 @@ def check_series_room(run_id: int, stored: int, new: Sequence[str]) -> None:
     """`TooManySeries` unless a run holding `stored` series may add the names `new` (those it
     does not have yet). The one check of the series bound, wherever series are created; the
     limit is read at each call, so tests can lower it."""
-    limit = limits.MAX_SERIES_PER_RUN
-    if new and stored + len(new) > limit:
-        raise TooManySeries(run_id, stored, new, limit)
+    if new and stored + len(new) > limits.MAX_SERIES_PER_RUN:
+        raise TooManySeries(run_id, stored, new, limits.MAX_SERIES_PER_RUN)
 
 
 @dataclass(frozen=True)
