@@ -57,6 +57,7 @@ def _steps(url: str, run_id: int, metric: str) -> list[int]:
     return [p["step"] for p in got["points"]]
 
 
+@pytest.mark.slow  # the sender's cadence: a batch waits up to 1 s, ~3 s a database
 def test_a_follower_batch_past_the_bound_is_rejected_and_following_goes_on(
     url: str, tmp_path: Path
 ) -> None:
