@@ -46,6 +46,7 @@ __all__ = [
     "MAX_POINTS_PAGE",
     "MAX_POINTS_PER_REQUEST",
     "MAX_RAW_POINTS",
+    "MAX_SERIES_PER_RUN",
     "MAX_STEP",
     "MAX_TAGS",
     "MAX_TAG_LENGTH",
@@ -81,6 +82,15 @@ MAX_FIT_POINTS = 100_000  # POST /api/v1/fit
 # larger requests are thinned to this many points (evenly spaced in compute order).
 MAX_PAPER_FIT_POINTS = 500
 MAX_COMPARE_RUNS = 20
+# Distinct metric names (series) one run may hold. Nothing else bounds them: a client that makes
+# up a new name per step (`loss/step_123`) would add a series row, its index entries, a summary
+# to update, fit work and dashboard memory per name, without end. A real trainer logs tens to a
+# few hundred metrics. Checked by the store where series are created (`points_sql`), so every
+# ingest path (the points API and its trainer client and followers, MLflow's log-metric and
+# log-batch) meets it: a batch that would bring the run past it is refused whole (REST 422,
+# MLflow 400 INVALID_PARAMETER_VALUE); points of names the run already has are always taken.
+# Read at call time (`limits.MAX_SERIES_PER_RUN`), so tests may lower it.
+MAX_SERIES_PER_RUN = 10_000
 # POST /api/v1/tokens and `scalewatch token create --project`: projects one token may be limited to.
 MAX_TOKEN_PROJECTS = 100
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
+from scalewatch.server import limits
 from scalewatch.server.domain.alerts import (
     Alert,
     AlertRule,
@@ -41,7 +42,7 @@ from scalewatch.server.domain.runs import (
     RunSettings,
 )
 from scalewatch.server.domain.tokens import Token
-from scalewatch.server.ingest import Batch, PointRow
+from scalewatch.server.ingest import Batch, IngestError, PointRow
 from scalewatch.server.store.fit_records import FitHistoryEntry, FitRecord
 
 if TYPE_CHECKING:
@@ -62,6 +63,33 @@ class InvalidName(ValueError):
 
 class NameTaken(ValueError):
     """Another run of the project already has the name (runs are named within a project)."""
+
+
+class TooManySeries(IngestError):
+    """A batch would bring its run past `limits.MAX_SERIES_PER_RUN` distinct metric names:
+    refused whole, before anything of it is written. An `IngestError` (422), so every ingest
+    surface answers it as it answers a batch it refuses: the points API a 422 in the API's error
+    shape, the MLflow-compatible API a 400 INVALID_PARAMETER_VALUE."""
+
+    def __init__(self, run_id: int, stored: int, new: Sequence[str], limit: int) -> None:
+        names = ", ".join(repr(n if len(n) <= 40 else n[:40] + "...") for n in sorted(new)[:3])
+        more = f" and {len(new) - 3:,} more" if len(new) > 3 else ""
+        super().__init__(
+            422,
+            f"run {run_id} has {stored:,} metric series and this batch brings {len(new):,} new "
+            f"metric name(s) ({names}{more}): a run may have at most {limit:,} distinct metric "
+            "names, so nothing of the batch was stored (points of the run's existing metrics "
+            "are still accepted)",
+        )
+        self.run_id, self.stored, self.new, self.limit = run_id, stored, len(new), limit
+
+
+def check_series_room(run_id: int, stored: int, new: Sequence[str]) -> None:
+    """`TooManySeries` unless a run holding `stored` series may add the names `new` (those it
+    does not have yet). The one check of the series bound, wherever series are created; the
+    limit is read at each call, so tests can lower it."""
+    if new and stored + len(new) > limits.MAX_SERIES_PER_RUN:
+        raise TooManySeries(run_id, stored, new, limits.MAX_SERIES_PER_RUN)
 
 
 @dataclass(frozen=True)
@@ -145,6 +173,7 @@ class RunStore(Protocol):
     def delete_run(self, run_id: int) -> None: ...
     def ingest_points(self, run_id: int, rows: list[PointRow]) -> Ingested: ...
     def ingest_batch(self, run_id: int, by_metric: Batch) -> Ingested: ...
+    def check_new_series(self, run_id: int, names: Sequence[str]) -> None: ...
     def get_points(
         self,
         run_id: int,

@@ -12,9 +12,15 @@ from sqlalchemy import Connection, func, select, update
 from sqlalchemy.engine import Row
 from sqlalchemy.orm import Session
 
+from scalewatch.server import limits
 from scalewatch.server.db.models import Project, Run, Series, utcnow
 from scalewatch.server.ingest import Batch, PointRow, SeriesPoints, group_rows
-from scalewatch.server.store.base import Ingested, NotFound
+from scalewatch.server.store.base import (
+    Ingested,
+    NotFound,
+    TooManySeries,
+    check_series_room,
+)
 from scalewatch.server.store.chunks import (
     CHUNK_LEVELS,
     ChunkRow,
@@ -107,6 +113,19 @@ class PointsMixin(PgIngestMixin):
                 return self._ingest_in_session(s, run_id, by_metric)  # the run must exist
         return self.ingest_groups.submit((run_id, by_metric))
 
+    def check_new_series(self, run_id: int, names: Sequence[str]) -> None:
+        """`TooManySeries` if points of `names` would bring the run past
+        `limits.MAX_SERIES_PER_RUN`: for a caller that writes something else before the points
+        (MLflow's log-batch: params and tags) and would have the whole request refused. Only a
+        forecast: ingest checks again under the run's lock, which is what holds."""
+        with self.session() as s:
+            stored = s.scalar(select(func.count()).where(Series.run_id == run_id)) or 0
+            if stored + len(names) <= limits.MAX_SERIES_PER_RUN:
+                return  # room even if every name is new (the usual answer: one indexed count)
+            known = set(s.scalars(select(Series.name).where(
+                Series.run_id == run_id, Series.name.in_(list(names)))))
+        check_series_room(run_id, stored, [n for n in names if n not in known])
+
     def _ingest_group_sqlite(self, items: list[tuple[int, Batch]]) -> list[Ingested | Exception]:
         """`GroupCommit`'s apply on SQLite: the batches one after the other in one transaction
         (a missing run answers its own 404); every batch on its own if that transaction fails
@@ -124,7 +143,7 @@ class PointsMixin(PgIngestMixin):
     ) -> Ingested | Exception:
         try:
             return self._ingest_in_session(s, run_id, by_metric)
-        except NotFound as exc:  # raised before the batch wrote anything
+        except (NotFound, TooManySeries) as exc:  # raised before the batch wrote anything
             return exc
 
     def _ingest_one_sqlite(self, item: tuple[int, Batch]) -> Ingested:
@@ -221,6 +240,16 @@ class PointsMixin(PgIngestMixin):
         existing = {r[0]: r[1] for r in rows}
         last_steps = {r[0]: r[2] for r in rows}
         missing = [n for n in names if n not in existing]
+        # The bound on a run's metric names (limits.MAX_SERIES_PER_RUN), checked where every
+        # ingest path creates series, before this batch wrote anything: a batch that would pass
+        # it is refused whole, while one of names the run has creates nothing and passes. Exact
+        # under concurrency: series are created only here, and the caller holds the run row's
+        # lock (PostgreSQL: the ingest's UPDATE of the run; SQLite: the database's write lock)
+        # before these rows were read, so a concurrent batch of the run that created series
+        # committed them before this read (READ COMMITTED: each statement sees what committed
+        # before it started) or waits for this transaction. The count is the rows just read:
+        # no query of its own.
+        check_series_room(run_id, len(rows), missing)
         if missing:
             now = utcnow()
             s.execute(

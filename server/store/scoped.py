@@ -180,6 +180,10 @@ class ScopedStore:
         self.check_runs([run_id])
         return self.inner.ingest_batch(run_id, by_metric)
 
+    def check_new_series(self, run_id: int, names: Sequence[str]) -> None:
+        self.check_runs([run_id])
+        self.inner.check_new_series(run_id, names)
+
     def get_points(self, run_id: int, metric: str, **kwargs: Any) -> Any:
         self.check_runs([run_id])
         return self.inner.get_points(run_id, metric, **kwargs)

@@ -312,6 +312,11 @@ def _log(
             changes["config"] = config
         return changes
 
+    if rows and (params or tags):
+        # The params and tags are written first, in a transaction of their own: a batch whose
+        # metric keys would bring the run past its bound on metric names
+        # (limits.MAX_SERIES_PER_RUN) is refused before they are, so it writes nothing.
+        store.check_new_series(run_id, sorted({r.metric for r in rows}))
     if params or tags:
         _update_named(store, run_id, {}, name, merge=merge)
     else:

@@ -40,7 +40,11 @@ _INGEST_ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorOut, "description": "Body is not (gzip-encoded) JSON"},
     413: {"model": ErrorOut, "description": "Too many points or too large a body"},
     415: {"model": ErrorOut, "description": "Unsupported Content-Encoding"},
-    422: {"model": ErrorOut, "description": "Invalid points, each listed; nothing stored"},
+    422: {
+        "model": ErrorOut,
+        "description": "Invalid points, each listed, or new metric names that would give the "
+        f"run more than {limits.MAX_SERIES_PER_RUN:,}; nothing stored",
+    },
 }
 
 
