@@ -267,8 +267,9 @@ def outside_range_message(y: FloatArray, value_range: tuple[float, float]) -> st
             "the lowest and highest values the metric can take")
     return (f"{out} of {y.size} values lie outside the value range [{lo:g}, {hi:g}] the "
             f"ceiling is searched in (they run from {y_lo:.4g} to {y_hi:.4g}): set the run's "
-            f"fit setting value_range to the metric's scale ({hint}; PATCH /api/v1/runs/{{id}} "
-            f"with fit_settings); claims, margins and noise floors then scale with it")
+            f"fit setting value_range to the metric's scale ({hint}; value_range in "
+            f"scalewatch.init, or PATCH /api/v1/runs/{{id}} with fit_settings); claims, margins "
+            f"and noise floors then scale with it")
 
 
 def no_signal_message(gain: float, floor: float, q: float, sigma: float, tau: float,
