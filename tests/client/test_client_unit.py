@@ -171,7 +171,7 @@ def test_init_takes_the_runs_parameters_declared_once(tmp_path):
     assert inspect.signature(sw.init).return_annotation == "Run"
     assert list(inspect.signature(sw.init).parameters) == [
         "project", "name", "config", "target_compute", "compute_unit", "url", "token", "mode",
-        "tags", "fit_metric", "home", "timeout", "meter", "group"]
+        "tags", "fit_metric", "home", "timeout", "meter", "group", "value_range"]
     run = sw.init("p", "n", {"lr": 0.1}, 100.0, "tokens", "http://127.0.0.1:9", None, "offline",
                   ["t"], "reward", home=tmp_path, timeout=1.0, group="g")
     assert (run.compute_unit, run.mode, run.timeout, run.url) == (
