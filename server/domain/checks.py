@@ -13,6 +13,7 @@ from pydantic import BaseModel, ValidationError, field_validator
 
 from scalewatch.server import limits
 from scalewatch.server.fitting.b_prior import check_b_prior
+from scalewatch.server.fitting.model import value_range_problem
 from scalewatch.server.fitting.noise_prior import check_rho_prior
 
 
@@ -134,18 +135,16 @@ def field_errors(exc: ValidationError) -> list[dict[str, str]]:
 
 
 def check_value_range(v: tuple[float, float] | None) -> tuple[float, float] | None:
-    """A run's (or a fit request's) value range: low < high, its width within
-    ``limits.VALUE_RANGE_WIDTH`` and its ends within ``limits.VALUE_RANGE_LIMIT`` (the span in
-    which the fit's thresholds scale with it; ``trainer_client.validation`` checks the same)."""
+    """A run's (or a fit request's) value range: what the fit takes (low < high, a width in
+    the span its thresholds scale over: ``fitting.model.value_range_problem``, whose span is
+    ``limits.VALUE_RANGE_WIDTH``), with its ends within ``limits.VALUE_RANGE_LIMIT``
+    (``trainer_client.validation`` checks the same)."""
     if v is None:
         return v
+    problem = value_range_problem(v)
+    if problem:
+        raise ValueError(problem)
     lo, hi = v
-    if not lo < hi:
-        raise ValueError("value_range must be [low, high] with low < high")
-    least, most = limits.VALUE_RANGE_WIDTH
-    if not least <= hi - lo <= most:
-        raise ValueError(f"value_range's width must be between {least:g} and {most:g}, got "
-                         f"{hi - lo:g} (rescale the metric)")
     if max(abs(lo), abs(hi)) > limits.VALUE_RANGE_LIMIT:
         raise ValueError(f"value_range's ends must lie within +-{limits.VALUE_RANGE_LIMIT:g}")
     return v

@@ -212,8 +212,9 @@ def main(argv: list[str]) -> int:
         lo, hi = args.range
         if not lo < hi:
             raise InputError("--range LO HI needs LO < HI")
-        if value_range_problem((lo, hi)):
-            raise InputError(f"--range LO HI: {value_range_problem((lo, hi))}")
+        problem = value_range_problem((lo, hi))
+        if problem:
+            raise InputError(f"--range LO HI: {problem}")
         prior = _checked_prior(args.noise_prior, check_rho_prior, "--noise-prior MEAN SD")
         b_prior = _checked_prior(args.b_prior, check_b_prior, "--b-prior CENTRE SCALE")
         opts = FitOptions(r0=args.r0, warmup=args.warmup, fit_until=args.fit_until,

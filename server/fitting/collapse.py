@@ -33,7 +33,7 @@ import numpy as np
 
 from .breaks import Refit, Theta
 from .intervals import autocorr_time, mean_noise_sd
-from .model import FloatArray, curve_x
+from .model import FloatArray, curve_x, diff_noise_sd
 
 COLLAPSE_Z = 6.0
 MIN_CHANGE = 0.02  # the paper's margin on A: a smaller rise or fall is no verdict
@@ -72,7 +72,7 @@ def detect_collapse(x: FloatArray, y: FloatArray, theta: Theta, fit_r0: bool,
         floor = max(MIN_CHANGE * unit, COLLAPSE_Z * block_sd)
         return rise > floor and drop > MIN_SHARE * rise and drop > floor
 
-    white = float(np.median(np.abs(np.diff(y)))) / 0.954 / np.sqrt(k)  # independent noise
+    white = diff_noise_sd(y) / np.sqrt(k)  # of a k-mean of independent noise
     if not passes(white * SCREEN_Z / COLLAPSE_Z):
         return None
     end = peak_i + k  # the rise: up to the end of the peak's k evaluations

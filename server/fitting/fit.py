@@ -22,7 +22,7 @@ from .intervals import (
     posterior_summary,
 )
 from .misspec import disagrees
-from .model import FloatArray, frac, value_range_problem, value_span
+from .model import FloatArray, diff_noise_sd, frac, value_range_problem, value_span
 from .noise_prior import prior_record
 from .posterior import posterior_axes
 from .result import FitOptions, FitResult
@@ -257,7 +257,7 @@ def outside_range_message(y: FloatArray, value_range: tuple[float, float]) -> st
     successive differences: noisy evaluations of a pass rate near 0 in a simulation dip
     below it) is taken to mean a range set for another scale, not a few wild evaluations."""
     lo, hi = value_range
-    noise = float(np.median(np.abs(np.diff(y)))) / 0.954 if y.size > 1 else 0.0
+    noise = diff_noise_sd(y) if y.size > 1 else 0.0
     tol = max(0.01 * value_span(value_range), 3.0 * noise)
     out = int(np.count_nonzero((y < lo - tol) | (y > hi + tol)))
     if out <= OUTSIDE_SHARE * y.size:
@@ -406,12 +406,12 @@ def withheld_because(
 ) -> str | None:
     """Why A must be withheld (``unidentified``), or None when it can be claimed."""
     lo, hi = value_range
-    unit = value_span(value_range)
+    rules = rules_for(value_range)
     a_lo, a_hi = ci_a
-    if a_lo <= lo + EDGE_EPS * unit or a_hi >= hi - EDGE_EPS * unit:
+    if a_lo <= lo + rules.edge_eps or a_hi >= hi - rules.edge_eps:
         return "reaches the value-range bound"
-    if a_hi - a_lo > ID_MAX_WIDTH * unit:
-        return f"is wider than {ID_MAX_WIDTH * unit:g}"
+    if a_hi - a_lo > rules.max_width:
+        return f"is wider than {rules.max_width:g}"
     # The midpoint must be behind the run with confidence: a window that may still be short
     # of C_mid can look like a plateau when persistent noise flattens its end, and claiming
     # A there is how forecasts end up confidently wrong.
@@ -444,28 +444,28 @@ def form_too_wide(form: ModelForm, value_range: tuple[float, float]) -> str | No
     (``structural.weigh``) is too wide to claim, or None."""
     a_lo, a_hi = form.ci_a
     lo, hi = value_range
-    unit = value_span(value_range)
-    if (a_hi - a_lo <= ID_MAX_WIDTH * unit and a_lo > lo + EDGE_EPS * unit
-            and a_hi < hi - EDGE_EPS * unit) or not form.counted:
+    rules = rules_for(value_range)
+    if (a_hi - a_lo <= rules.max_width and a_lo > lo + rules.edge_eps
+            and a_hi < hi - rules.edge_eps) or not form.counted:
         return None
     others = ", ".join(f"a {alt.name} at {alt.a:.3f}" for alt in form.counted)
     return (f"is narrow, but other saturating curves fit the window as well as the sigmoid and "
             f"level off elsewhere ({others}): with the model form's uncertainty A lies in "
-            f"[{a_lo:.3f}, {a_hi:.3f}], wider than a claim allows ({ID_MAX_WIDTH * unit:g})")
+            f"[{a_lo:.3f}, {a_hi:.3f}], wider than a claim allows ({rules.max_width:g})")
 
 
-def drift_too_wide(wide: tuple[float, float], drift_sd: float, unit: float = 1.0
-                   ) -> str | None:
+def drift_too_wide(wide: tuple[float, float], drift_sd: float,
+                   value_range: tuple[float, float] = (0.0, 1.0)) -> str | None:
     """Why A, narrow on its own, cannot be claimed once its interval carries the project's
     learned drift allowance (``intervals.a_with_drift``, interval ``wide``), or None.  Only
     the width counts: an end the widening pushed to the value range's bound was clipped there,
     it is not the pile-up at a bound that ``withheld_because`` refuses."""
-    if not drift_sd > 0 or wide[1] - wide[0] <= ID_MAX_WIDTH * unit:
+    max_width = rules_for(value_range).max_width
+    if not drift_sd > 0 or wide[1] - wide[0] <= max_width:
         return None
     return (f"is narrow, but this project's finished runs strayed past their own forecasts: "
             f"with the drift they showed (sd {drift_sd:.3f} at this run's reach) A lies in "
-            f"[{wide[0]:.3f}, {wide[1]:.3f}], wider than a claim allows "
-            f"({ID_MAX_WIDTH * unit:g})")
+            f"[{wide[0]:.3f}, {wide[1]:.3f}], wider than a claim allows ({max_width:g})")
 
 
 def claim_with_drift(ci_a: tuple[float, float], a_point: float,
@@ -478,7 +478,7 @@ def claim_with_drift(ci_a: tuple[float, float], a_point: float,
     (``finish``) and a recipe's pooled fit (``group.py``) alike."""
     drift_sd = allowance_at_reach(allowance, target, window_end, value_span(value_range))
     wide = a_with_drift(ci_a, a_point, drift_sd, value_range)
-    return wide, drift_too_wide(wide, drift_sd, value_span(value_range))
+    return wide, drift_too_wide(wide, drift_sd, value_range)
 
 
 def holding(interval: tuple[float, float], point: float) -> tuple[float, float]:

@@ -33,6 +33,13 @@ def value_range_problem(value_range: tuple[float, float]) -> str | None:
     return None
 
 
+def diff_noise_sd(y: FloatArray) -> float:
+    """The sd of independent evaluation noise from successive differences, robustly (a
+    difference of two draws is N(0, 2 sd^2), whose median absolute value is 0.954 sd): a
+    trend or a step moves few differences, so it barely inflates this."""
+    return float(np.median(np.abs(np.diff(y)))) / 0.954
+
+
 def value_span(value_range: tuple[float, float]) -> float:
     """The width of the value range the metric lives in: the unit of every threshold on
     values in the engine (a claim's width, the paper's 0.02 margin, the noise floors), set
