@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import numbers
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -81,13 +82,20 @@ def check_name(label: str, value: Any, most: int = MAX_NAME_LENGTH) -> str:
 def check_value_range(value_range: Any) -> list[float]:
     """``[low, high]`` if the server accepts ``value_range`` as a run's (finite, low < high);
     raises otherwise."""
+    bad = TypeError(f"value_range must be two numbers (low, high), got {value_range!r}")
     try:
         if isinstance(value_range, (str, bytes)):
-            raise TypeError
-        lo, hi = (float(v) for v in value_range)
-    except (TypeError, ValueError):
-        raise TypeError(f"value_range must be two numbers (low, high), got {value_range!r}"
-                        ) from None
+            raise bad
+        pair = list(value_range)
+    except TypeError:
+        raise bad from None
+    if len(pair) != 2 or any(isinstance(v, bool) or not isinstance(v, numbers.Real)
+                             for v in pair):
+        raise bad  # not ("0", "1"), not True: a number each, as the server's JSON takes
+    try:
+        lo, hi = float(pair[0]), float(pair[1])
+    except OverflowError:  # an int beyond float's range, e.g. 10**400
+        lo = hi = math.inf
     if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
         raise ValueError(f"value_range must be finite with low < high, got {value_range!r}")
     least, most = VALUE_RANGE_WIDTH
