@@ -15,8 +15,9 @@ run exceeds with probability at most 5% (split conformal), once there are enough
 (``MIN_HINDCASTS``) for a rank to vouch for that.
 
 A finished run is cut at several fractions of its compute (``HORIZON_FRACTIONS``,
-:func:`hindcasts_of`), and :func:`allowance_knots` learns that rank among the rates all those
-hindcasts needed, pooled over the horizons: a fit takes the allowance at its own distance past
+:func:`hindcasts_of`), and :func:`allowance_knots` learns an allowance per horizon from all
+those hindcasts: its level that rank, pooled over the horizons, its shape across them from
+what each horizon's hindcasts needed.  A fit takes the allowance at its own distance past
 its window (``FitOptions.drift_allowance``), and a claim of A carries it at the run's
 target (``intervals.a_with_drift``: a project whose runs drift past their forecasts cannot
 vouch for a ceiling any closer than that).  On for
@@ -136,50 +137,75 @@ def _excess_sd(h: Hindcast) -> float:
     return float(np.sqrt(excess) / 1.96) if excess > 0 else 0.0
 
 
+def _conformal(needs: list[float]) -> float | None:
+    """The split-conformal rank ceil(0.95 (k + 1)) among ``needs`` (None: too few for it)."""
+    ranked = sorted(needs)
+    rank = int(np.ceil(COVERAGE * (len(ranked) + 1)))
+    return ranked[rank - 1] if rank <= len(ranked) else None
+
+
 def allowance_knots(runs: Iterable[Sequence[Hindcast | tuple[float, float, float] | None]]
                     ) -> tuple[tuple[float, float], ...] | None:
     """The drift allowance per forecast horizon that finished runs' hindcasts at several
     horizons vouch for (per run, one per ``HORIZON_FRACTIONS`` as :func:`hindcasts_of` gives
     them; a shorter sequence, e.g. a run stored with its half-run hindcast only, counts at the
-    horizons it has): ((horizon, sd), ...) sorted by horizon, what
-    ``FitOptions.drift_allowance`` takes and ``intervals.allowance_rate`` reads.
+    horizons it has): ((horizon, sd), ...) sorted by horizon (each horizon's median
+    ``beyond``), what ``FitOptions.drift_allowance`` takes and ``intervals.allowance_rate``
+    reads.  None with fewer than ``MIN_HINDCASTS`` runs that have a hindcast.
 
-    One rate for all horizons: the split-conformal rank (as :func:`learn_drift_rate`) of the
-    rates (sd beyond the exact-model interval per unit ln(compute / window end)) every
-    hindcast of every run needed, pooled over the horizons; the knots are that rate times each
-    horizon's median ``beyond``.  Why pooled and not a rank per horizon (round 4): a project
-    has a few dozen finished runs, and for k < 39 the rank ceil(0.95 (k + 1)) is the k-th of
-    k, the largest miss, so every knot was set by its one worst run (forecasts from 5 x C_mid
-    covered 98% where 95% is promised); pooling the horizons puts the rank among three times
-    as many hindcasts, off the extreme (``bench/RESULTS-calibration-sampled.md``, round 5).
-    The price: one run's three hindcasts are not independent draws, so the 95% is the pooled
-    rank's, not an exact conformal guarantee; and one rate means the allowance grows linearly
-    with the distance past the window (measured: it covers 93-96% per window there).
-    None with fewer than ``MIN_HINDCASTS`` runs that have a hindcast."""
-    rows: list[list[tuple[int, Hindcast]]] = []
+    The level is one split-conformal rank (as :func:`learn_drift_rate`) among every hindcast
+    of every run, pooled over the horizons; the shape across horizons is learned too:
+
+    1. ``rate``: the rank among the rates (sd beyond the exact-model interval per unit
+       ln(compute / window end)) the hindcasts needed: an allowance growing in proportion to
+       the distance past the window.  Zero when 95% of the hindcasts needed nothing.
+    2. Each horizon's shape ``s``: the geometric mean of its distance and the root mean
+       square of what its hindcasts needed, each need capped at ``rate`` x that distance (one
+       run that strayed far sets a horizon's shape no more than the proportional allowance
+       would give it).
+    3. The knots: ``s`` times the rank among the hindcasts' needs divided by their horizon's
+       ``s``, never less than a nearer horizon's (a run may stray less from a far forecast's
+       wide curve band than from a near one's narrow band, but a horizon whose hindcasts
+       needed nothing must not leave every forecast past it with no allowance at all).
+
+    Why a learned shape (round 12 of ``bench/RESULTS-calibration-sampled.md``): how far runs
+    stray beyond their forecasts does not grow in proportion to the distance.  A forecast from
+    early in a run already carries a wide curve band, so it needs little more; one from past
+    the knee carries a narrow band and needs nearly as much, nearer.  One proportional rate
+    covered 97-99% from 1.5-2 x C_mid and 91-92% from 5 x on the held-out family; half the
+    hindcasts' own shape (the geometric mean; all of it over-fits the few runs that strayed)
+    evens that out.  Why pooled and not a rank per horizon (round 4): a project has a few
+    dozen finished runs, and for k < 39 the rank ceil(0.95 (k + 1)) is the k-th of k, the
+    largest miss, so every knot was set by its one worst run; pooling the horizons puts the
+    rank among three times as many hindcasts, off the extreme.  The price: one run's three
+    hindcasts are not independent draws, and the shape is learned from the hindcasts the rank
+    is then taken over, so the 95% is the pooled rank's, not an exact conformal guarantee."""
+    per: dict[int, list[Hindcast]] = {}
+    runs_kept = 0
     for run in runs:
-        kept: list[tuple[int, Hindcast]] = []
+        kept = 0
         for i, h in enumerate(run):
             if h is None:
                 continue
             row = h if isinstance(h, Hindcast) else Hindcast(*map(float, h))
             if np.isfinite(row.miss) and row.sd > 0 and row.beyond > 0:
-                kept.append((i, row))
-        if kept:
-            rows.append(kept)
-    if len(rows) < MIN_HINDCASTS:
+                per.setdefault(i, []).append(row)
+                kept += 1
+        runs_kept += kept > 0
+    if runs_kept < MIN_HINDCASTS:
         return None
-    need = sorted(_excess_sd(h) / h.beyond for kept_run in rows for _, h in kept_run)
-    rank = int(np.ceil(COVERAGE * (len(need) + 1)))
-    if rank > len(need):
+    rows = [(i, h) for i, hs in per.items() for h in hs]
+    rate = _conformal([_excess_sd(h) / h.beyond for _, h in rows])
+    if rate is None:
         return None
-    rate = need[rank - 1]
-    horizons: dict[int, list[float]] = {}
-    for kept_run in rows:
-        for i, h in kept_run:
-            horizons.setdefault(i, []).append(h.beyond)
-    return tuple(sorted((float(np.median(b)), rate * float(np.median(b)))
-                        for b in horizons.values()))
+    at = {i: float(np.median([h.beyond for h in hs])) for i, hs in per.items()}
+    shape = {i: float(np.sqrt(at[i] * np.sqrt(np.mean(
+        [min(_excess_sd(h), rate * at[i]) ** 2 for h in hs])))) for i, hs in per.items()}
+    level = _conformal([_excess_sd(h) / shape[i] if shape[i] > 0 else 0.0 for i, h in rows])
+    if level is None:
+        return None
+    knots = sorted((at[i], level * shape[i]) for i in per)
+    return tuple((b, max(sd for _, sd in knots[:k + 1])) for k, (b, _) in enumerate(knots))
 
 
 def learn_drift_allowance(runs: Iterable[Sequence[Hindcast | tuple[float, float, float] | None]],

@@ -44,9 +44,10 @@ def b_prior_for(context: FitInputs) -> tuple[float, float] | None:
 def drift_allowance_for(context: FitInputs) -> tuple[tuple[float, float], ...] | None:
     """The drift allowance the project's finished runs needed beyond their own forecasts
     from 1/2, 1/3 and 1/5 of their compute (``project_hindcasts``: per run, its hindcasts in
-    ``hindcast.HORIZON_FRACTIONS`` order): one rate, the 95% conformal rank among all those
-    hindcasts' needs, once enough runs vouch for it (``hindcast.MIN_HINDCASTS``), as knots
-    per horizon (``hindcast.allowance_knots``); else None: the default allowance.
+    ``hindcast.HORIZON_FRACTIONS`` order): knots per horizon (``hindcast.allowance_knots``),
+    their level the 95% conformal rank among all those hindcasts' needs and their shape
+    across horizons learned from them, once enough runs vouch for it
+    (``hindcast.MIN_HINDCASTS``); else None: the default allowance.
     A fit takes it at its own ln(target / window end) (``intervals.drift_rate_at``), for its
     forecast interval and for a claim of A (``intervals.a_with_drift``).
 

@@ -96,29 +96,52 @@ def _needing(sd: float, beyond: float) -> Hindcast:
     return Hindcast(miss=1.96 * float(np.hypot(0.01, sd)), sd=0.01, beyond=beyond)
 
 
-def test_the_allowance_is_one_rate_ranked_among_all_horizons_hindcasts():
-    # 19 runs whose hindcasts at 1/2, 1/3, 1/5 of their compute need rates 0.02, 0.03 and
-    # 0.01 per unit ln(compute): pooled, 57 needed rates, the conformal rank ceil(0.95 x 58)
-    # = 56 is among the 0.03s.  A forecast takes that rate at any distance past its window.
+def test_the_allowance_ranks_all_horizons_hindcasts_and_learns_their_shape():
+    # 19 runs whose hindcasts at 1/2, 1/3, 1/5 of their compute need sds 0.014, 0.033 and
+    # 0.016 (rates 0.02, 0.03 and 0.01 per unit ln(compute)).  Pooled, 57 hindcasts; the rate
+    # ranked ceil(0.95 x 58) = 56th is 0.03, so an allowance in proportion to the distance
+    # would give 0.021, 0.033 and 0.048.  The learned shape gives each horizon the geometric
+    # mean of its distance and what its hindcasts needed, and the pooled rank sets the level:
+    # the horizon that needed the most gets exactly its need, the nearer one less than in
+    # proportion, the farther one no less than a nearer one (0.0277 -> 0.033), and every
+    # hindcast stays covered.
     runs = [[_needing(0.02 * 0.7, 0.7), _needing(0.03 * 1.1, 1.1), _needing(0.01 * 1.6, 1.6)]]
     knots = allowance_knots(runs * 19)
     assert knots is not None and [k[0] for k in knots] == [0.7, 1.1, 1.6]
-    for beyond in (0.35, 0.7, 0.9, 1.6, 3.2):
+    level = 0.033 / np.sqrt(1.1 * 0.033)  # the rank: the 1.1 horizon's need over its shape
+    shaped = [level * np.sqrt(b * need) for b, need in ((0.7, 0.014), (1.1, 0.033),
+                                                        (1.6, 0.016))]
+    assert np.allclose(shaped, [0.017146, 0.033, 0.027713], atol=1e-6)
+    expected = [shaped[0], shaped[1], shaped[1]]
+    assert np.allclose([k[1] for k in knots], expected, atol=1e-12), knots
+    for (b, sd), need in zip(knots, (0.014, 0.033, 0.016), strict=True):
+        assert need <= sd + 1e-12 and sd <= 0.03 * b + 1e-12, (b, sd)
+    # A forecast between horizons takes the sd interpolated; nearer than the first, a share of
+    # it (from zero at the window's end); past the last, that sd grown in proportion.
+    for beyond, sd in ((0.35, expected[0] / 2), (0.9, (expected[0] + expected[1]) / 2),
+                       (3.2, expected[2] * 2)):
         rate = learn_drift_allowance(runs * 19, beyond)
-        assert rate is not None and abs(rate - 0.03) < 1e-9, (beyond, rate)
+        assert rate is not None and abs(rate * beyond - sd) < 1e-12, (beyond, rate)
     # One run in twenty needing a large rate at one horizon sets nothing: with 20 runs and
-    # 60 hindcasts the rank (58th of 60) lies among the ordinary runs' needs, whereas a rank
+    # 60 hindcasts the rank (58th of 60) lies among the ordinary runs' needs, and the shape
+    # counts the outlier's need no higher than that rate gives its horizon, whereas a rank
     # per horizon (20 runs: the 20th of 20) would be the outlier's.
     ordinary = [[_needing(0.01 * 0.7, 0.7), _needing(0.01 * 1.1, 1.1), _needing(0.01 * 1.6, 1.6)]]
     outlier = [[_needing(0.2 * 0.7, 0.7), _needing(0.01 * 1.1, 1.1), _needing(0.01 * 1.6, 1.6)]]
-    rate = learn_drift_allowance(ordinary * 19 + outlier, 1.0)
-    assert rate is not None and abs(rate - 0.01) < 1e-9
-    # ... but three such runs in twenty are more than 5% of the hindcasts: they set it.
-    rate = learn_drift_allowance(ordinary * 17 + outlier * 3, 1.0)
-    assert rate is not None and abs(rate - 0.2) < 1e-9
+    for beyond in (0.7, 1.0, 1.6):
+        rate = learn_drift_allowance(ordinary * 19 + outlier, beyond)
+        assert rate is not None and abs(rate - 0.01) < 1e-9, (beyond, rate)
+    # ... but three such runs in twenty are more than 5% of the hindcasts: they set the
+    # allowance where they strayed (all of their 0.14), and the farther horizons keep it
+    # (never less than a nearer one), short of the 0.2 per unit in proportion.
+    knots = allowance_knots(ordinary * 17 + outlier * 3)
+    assert knots is not None and np.allclose([k[1] for k in knots], 0.2 * 0.7, atol=1e-9)
+    for b, sd in knots[1:]:
+        assert sd < 0.2 * b, knots
     # Runs that need nothing at any horizon get no allowance.
     follow = [[_needing(0.0, 0.7), _needing(0.0, 1.1), _needing(0.0, 1.6)]] * 19
     assert learn_drift_allowance(follow, 1.0) == 0.0
+    assert allowance_knots(follow) == ((0.7, 0.0), (1.1, 0.0), (1.6, 0.0))
 
 
 def test_the_allowance_needs_enough_finished_runs():
@@ -152,10 +175,9 @@ def test_a_fit_takes_the_allowance_at_its_own_horizon_as_the_bench_measures_it()
         assert learned.predicted_interval is not None
         assert np.allclose(learned.predicted_interval, (lo[0], hi[0]), atol=1e-12)
         rates.append(rate)
-    # One rate pooled over the horizons (0.02 / 0.7, the largest of the three rates needed:
-    # the rank is the 56th of 57), so every target takes the same rate, whose allowance grows
-    # with the target's distance past the window.
-    assert np.allclose(rates, 0.02 / 0.7, atol=1e-12)
+    # Each target takes the rate at its own distance (the knots interpolated): the three
+    # differ, and nearer than the first horizon the rate is the first knot's (from zero).
+    assert len({round(r, 12) for r in rates}) == 3, rates
     assert np.isclose(learn_drift_allowance(runs, 0.3), 0.02 / 0.7, atol=1e-12)  # type: ignore[arg-type]
     # An explicit rate still wins over the learned allowance.
     fixed = fit_curve(c, y, FitOptions(fit_until=2 * c_mid, drift_rate=0.0,
