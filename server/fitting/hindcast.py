@@ -106,6 +106,13 @@ def needed_rate(h: Hindcast) -> float:
     return float(np.sqrt(excess) / (1.96 * h.beyond)) if excess > 0 else 0.0
 
 
+def _conformal(needs: list[float]) -> float | None:
+    """The split-conformal rank ceil(0.95 (k + 1)) among ``needs`` (None: too few for it)."""
+    ranked = sorted(needs)
+    rank = int(np.ceil(COVERAGE * (len(ranked) + 1)))
+    return ranked[rank - 1] if rank <= len(ranked) else None
+
+
 def learn_drift_rate(hindcasts: Iterable[Hindcast | tuple[float, float, float] | None]
                      ) -> float | None:
     """The drift rate (sd per unit ln(compute / window end)) a project's finished runs vouch
@@ -116,12 +123,8 @@ def learn_drift_rate(hindcasts: Iterable[Hindcast | tuple[float, float, float] |
     where no rank vouches for 95% (the caller keeps the default)."""
     rows = [h if isinstance(h, Hindcast) else Hindcast(*map(float, h))
             for h in hindcasts if h is not None]
-    need = sorted(needed_rate(h) for h in rows
-                  if np.isfinite(h.miss) and h.sd > 0 and h.beyond > 0)
-    rank = int(np.ceil(COVERAGE * (len(need) + 1)))
-    if len(need) < MIN_HINDCASTS or rank > len(need):
-        return None
-    return need[rank - 1]
+    need = [needed_rate(h) for h in rows if np.isfinite(h.miss) and h.sd > 0 and h.beyond > 0]
+    return _conformal(need) if len(need) >= MIN_HINDCASTS else None
 
 
 def hindcasts_of(compute: ArrayLike, values: ArrayLike, options: FitOptions
@@ -135,13 +138,6 @@ def _excess_sd(h: Hindcast) -> float:
     """The sd beyond the exact-model interval this hindcast's miss needed (0: none)."""
     excess = h.miss**2 - (1.96 * h.sd) ** 2
     return float(np.sqrt(excess) / 1.96) if excess > 0 else 0.0
-
-
-def _conformal(needs: list[float]) -> float | None:
-    """The split-conformal rank ceil(0.95 (k + 1)) among ``needs`` (None: too few for it)."""
-    ranked = sorted(needs)
-    rank = int(np.ceil(COVERAGE * (len(ranked) + 1)))
-    return ranked[rank - 1] if rank <= len(ranked) else None
 
 
 def allowance_knots(runs: Iterable[Sequence[Hindcast | tuple[float, float, float] | None]]
