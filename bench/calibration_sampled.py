@@ -34,7 +34,7 @@ Columns, per window and family (``all`` pools the families):
   (every ``--paper-every``-th run);
 * ``cov-new``: the 95% forecast interval vs the run's final evaluation for a new project (the
   default drift allowance); ``cov-prj``: for a project with finished runs, the allowance
-  learned from their hindcasts at several horizons (one rate ranked among all of them) for the
+  learned from their hindcasts at several horizons (``hindcast.allowance_knots``) for the
   forecast's own distance beyond its window (``hindcast.learn_drift_allowance``, here from the
   other runs of the same family, leave-one-out; the server learns it the same way,
   ``FitOptions.drift_allowance``); their median widths beside; ``cov-0`` with no drift

@@ -210,7 +210,7 @@ def learn_drift_allowance(runs: Iterable[Sequence[Hindcast | tuple[float, float,
     from finished runs' hindcasts at several horizons: :func:`allowance_knots` read at
     ``beyond`` by ``intervals.allowance_rate`` (the sd interpolated linearly in ln(compute)
     between the horizons, from zero at the window's end, grown in proportion past the
-    farthest: with the pooled rate, that rate at every distance), as a rate (sd per unit
+    farthest), as a rate (sd per unit
     ``beyond``) so that ``FitOptions.drift_rate`` takes it unchanged at that distance.  A fit
     with ``FitOptions.drift_allowance`` = those knots takes the same rate at its own target.
     None with fewer than ``MIN_HINDCASTS`` finished runs that have a hindcast, or when
