@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from itertools import accumulate
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -176,7 +177,7 @@ def allowance_knots(runs: Iterable[Sequence[Hindcast | tuple[float, float, float
     rank among three times as many hindcasts, off the extreme.  The price: one run's three
     hindcasts are not independent draws, and the shape is learned from the hindcasts the rank
     is then taken over, so the 95% is the pooled rank's, not an exact conformal guarantee."""
-    per: dict[int, list[Hindcast]] = {}
+    per: dict[int, list[tuple[float, float]]] = {}  # horizon -> (beyond, sd needed) each
     runs_kept = 0
     for run in runs:
         kept = 0
@@ -185,23 +186,23 @@ def allowance_knots(runs: Iterable[Sequence[Hindcast | tuple[float, float, float
                 continue
             row = h if isinstance(h, Hindcast) else Hindcast(*map(float, h))
             if np.isfinite(row.miss) and row.sd > 0 and row.beyond > 0:
-                per.setdefault(i, []).append(row)
+                per.setdefault(i, []).append((row.beyond, _excess_sd(row)))
                 kept += 1
         runs_kept += kept > 0
     if runs_kept < MIN_HINDCASTS:
         return None
-    rows = [(i, h) for i, hs in per.items() for h in hs]
-    rate = _conformal([_excess_sd(h) / h.beyond for _, h in rows])
+    rate = _conformal([need / beyond for hs in per.values() for beyond, need in hs])
     if rate is None:
         return None
-    at = {i: float(np.median([h.beyond for h in hs])) for i, hs in per.items()}
+    at = {i: float(np.median([beyond for beyond, _ in hs])) for i, hs in per.items()}
     shape = {i: float(np.sqrt(at[i] * np.sqrt(np.mean(
-        [min(_excess_sd(h), rate * at[i]) ** 2 for h in hs])))) for i, hs in per.items()}
-    level = _conformal([_excess_sd(h) / shape[i] if shape[i] > 0 else 0.0 for i, h in rows])
+        [min(need, rate * at[i]) ** 2 for _, need in hs])))) for i, hs in per.items()}
+    level = _conformal([need / shape[i] if shape[i] > 0 else 0.0
+                        for i, hs in per.items() for _, need in hs])
     if level is None:
         return None
-    knots = sorted((at[i], level * shape[i]) for i in per)
-    return tuple((b, max(sd for _, sd in knots[:k + 1])) for k, (b, _) in enumerate(knots))
+    horizons, sds = zip(*sorted((at[i], level * shape[i]) for i in per), strict=True)
+    return tuple(zip(horizons, accumulate(sds, max), strict=True))
 
 
 def learn_drift_allowance(runs: Iterable[Sequence[Hindcast | tuple[float, float, float] | None]],
