@@ -61,7 +61,14 @@ from scalewatch.server.fitting.fit import (  # noqa: E402
     prepare,
     withheld_because,
 )
-from scalewatch.server.fitting.hindcast import hindcast_of, learn_drift_rate  # noqa: E402
+from scalewatch.server.fitting.hindcast import (  # noqa: E402
+    HORIZON_FRACTIONS,
+    hindcast_of,
+    hindcasts_of,
+    learn_drift_rate,
+    needed_rate,
+)
+from scalewatch.server.fitting.intervals import DRIFT_RATE  # noqa: E402
 from scalewatch.server.fitting.model import curve  # noqa: E402
 from scalewatch.server.fitting.noise_prior import learn_rho_prior  # noqa: E402
 from scalewatch.server.fitting.paper import fit_baseline  # noqa: E402
@@ -399,7 +406,8 @@ def learn_drift() -> None:
     from scalewatch.server.fitting import predict  # noqa: PLC0415
 
     need = []
-    for run in real_runs():
+    runs = real_runs()
+    for run in runs:
         res = fit_curve(run["c"], run["y"], FitOptions(fit_until=run["fit_until"],
                                                        target_compute=run["target"]))
         if res.predicted_interval is None or res.fit_range is None:
@@ -419,6 +427,30 @@ def learn_drift() -> None:
     print(f"  drift rate needed per run: median {np.median(need_a):.4f}, 90% "
           f"{np.quantile(need_a, 0.9):.4f}, 95% {np.quantile(need_a, 0.95):.4f}; "
           f"leave-one-out coverage with the 95% rate: {100 * np.mean(loo):.1f}%")
+    drift_shape(runs)
+
+
+def drift_shape(runs: list[dict]) -> None:
+    """Whether the default allowance should grow in proportion to the distance past the window
+    (it does: one rate) or level off, as a project's learned allowance may
+    (``hindcast.allowance_knots``): each real curve cut at every ``HORIZON_FRACTIONS`` of its
+    compute (``hindcasts_of``, the server's own hindcasts), per cut the rate and the sd beyond
+    the exact-model band its forecast of the end needed, and the coverage ``DRIFT_RATE``
+    gives there.  A rate that stays put (or grows) from cut to cut says proportional (or
+    faster); one that falls says the allowance levels off (RESULTS-calibration-sampled.md,
+    round 13)."""
+    cuts = [hindcasts_of(run["c"], run["y"], FitOptions(warmup=run["warmup"])) for run in runs]
+    print(f"\n== the allowance's shape on the real curves: hindcasts cut at "
+          f"{', '.join(f'{f:.2f}' for f in HORIZON_FRACTIONS)} of each run ==")
+    print("  cut    n  beyond  rate q50   q90     q95   sd q90   q95    cover @ DRIFT_RATE")
+    for i, fraction in enumerate(HORIZON_FRACTIONS):
+        hs = [h[i] for h in cuts if h[i] is not None]
+        rate = [needed_rate(h) for h in hs]
+        sd = [rate_h * h.beyond for rate_h, h in zip(rate, hs, strict=True)]
+        hit = [abs(h.miss) <= 1.96 * np.hypot(h.sd, DRIFT_RATE * h.beyond) for h in hs]
+        print(f"  {fraction:.2f} {len(hs):4d}  {np.median([h.beyond for h in hs]):5.2f}   "
+              f"{_q(rate, .5)} {_q(rate, .9)} {_q(rate, .95)}  {_q(sd, .9)} {_q(sd, .95)}  "
+              f"{_pct(hit)}")
 
 
 def main(argv: list[str]) -> int:
