@@ -156,7 +156,8 @@ def evaluate(run: dict, w: float, drift: Allowance, paper: bool,
     codes = [r["code"] for r in (res.withheld or {}).get("reasons", [])]
     out["form"] = res.status == "unidentified" and "model form" in res.message
     if (res.status == "unidentified" and res.ci and res.fit_range and res.break_ is None
-            and "misspecified" not in codes and not out["form"]
+            and "misspecified" not in codes and "insufficient_data" not in codes
+            and not out["form"]
             and withheld_because(tuple(res.ci["A"]), res.ci.get("C_mid"), res.fit_range[1],
                                  tuple(res.value_range)) is None):
         out["knee_ci_a"] = res.ci["A"]

@@ -26,8 +26,17 @@ from .model import FloatArray, diff_noise_sd, frac, value_range_problem, value_s
 from .noise_prior import prior_record
 from .posterior import posterior_axes
 from .result import FitOptions, FitResult
+from .structural import MIN_POINTS as FORM_MIN_POINTS
 from .structural import ModelForm, weigh
-from .withheld import Rules, break_reasons, explain, misfit, reason, withheld_record
+from .withheld import (
+    Rules,
+    break_reasons,
+    explain,
+    few_points_detail,
+    misfit,
+    reason,
+    withheld_record,
+)
 
 MIN_POINTS = 5
 MIN_DISTINCT = 4
@@ -41,7 +50,7 @@ PAST_KNEE = 2.0  # ... and PAST_KNEE x the fitted C_mid (see ``too_early``)
 MIN_REGIME = 12  # evaluations since a break needed to fit the new regime
 BREAK_BINS = 96  # log-compute bins of the break test's prefix refits
 # The rule above, for ``withheld.py`` to say which part of it held A back.
-RULES = Rules(ID_MAX_WIDTH, EDGE_EPS, KNEE_FACTOR, PAST_KNEE, MIN_REGIME)
+RULES = Rules(ID_MAX_WIDTH, EDGE_EPS, KNEE_FACTOR, PAST_KNEE, MIN_REGIME, FORM_MIN_POINTS)
 
 
 def rules_for(value_range: tuple[float, float]) -> Rules:
@@ -439,6 +448,22 @@ def too_early(c_mid: float | None, fit_end: float | None) -> str | None:
             f"{PAST_KNEE * c_mid:,.4g}")
 
 
+def too_few_to_weigh(n: int) -> str | None:
+    """Why a window of ``n`` evaluations, narrow as A's interval may be, cannot claim A, or
+    None: fewer than ``structural.MIN_POINTS`` cannot weigh the sigmoid against the other
+    saturating curves (``structural.weigh``), so nothing says the ceiling is the sigmoid's.
+
+    Measured (``bench/RESULTS-calibration-sampled.md``, round 14): on the held-out family, 4
+    of the 8 claims such windows made over three seeds missed the run's own limit by more
+    than 0.02 (2 of 41 longer ones did); on the tuning rows 6 of 75, all on the misspecified
+    families, against 41 that held A on the sigmoid families: a claim from a handful of
+    evaluations is right when the run happens to be a sigmoid, and nothing in so few says
+    whether it is."""
+    if n >= FORM_MIN_POINTS:
+        return None
+    return f"is narrow, but {few_points_detail(n, FORM_MIN_POINTS)}"
+
+
 def form_too_wide(form: ModelForm, value_range: tuple[float, float]) -> str | None:
     """Why A's interval widened to the other saturating curves the window allows
     (``structural.weigh``) is too wide to claim, or None."""
@@ -561,7 +586,7 @@ def finish(prep: Prepared, options: FitOptions, pf: PointFit) -> FitResult:
     why = withheld_because(ci_a, None if ci is None else ci["C_mid"], fit_end, (lo, hi))
     tail = "; the run has probably not passed its knee"
     if why is None:
-        why, tail = too_early(c_mid, fit_end), ""
+        why, tail = too_early(c_mid, fit_end) or too_few_to_weigh(n), ""
     # A run whose data disagree with every sigmoid has no A to claim, however narrow. Two
     # checks, each for a departure the other misses: a smooth bend of the residuals beyond what
     # AR(1) noise explains (withheld.misfit, every fit), and a curve with an asymmetric knee

@@ -18,6 +18,8 @@ Reason codes (``REASON_CODES``), in the order they are listed:
   (the AR(1) posterior's rho), so the evaluations carry far less information than their count;
 * ``short_of_knee``: the window may still be short of C_mid or not far enough past it;
 * ``insufficient_data``: too few points, no signal or a collapse (the message says which);
+  among them a window of fewer evaluations than a claim needs (``structural.MIN_POINTS``):
+  too few to tell the sigmoid from other saturating curves that level off elsewhere;
 * ``not_identified``: none of the above matched the rule that withheld A (the message says why;
   kept so that a change of the rule in ``fit.py`` never leaves the list empty).
 
@@ -73,6 +75,7 @@ class Rules:
     knee_factor: float  # KNEE_FACTOR: window end >= this x C_mid's upper bound
     past_knee: float  # PAST_KNEE: window end >= this x the fitted C_mid
     min_regime: int  # MIN_REGIME: evaluations since a break to fit the new regime
+    min_points: int  # structural.MIN_POINTS: evaluations a window needs to claim A
 
 
 # ---- misspecification -------------------------------------------------------------------------
@@ -221,6 +224,14 @@ def _info_ratios(x: FloatArray, params: FloatArray, fit_r0: bool, rho: float
     return np.clip(ra, 0.0, 1.0), np.clip(rm, 0.0, 1.0)
 
 
+def _evals_by(x: FloatArray, factors: FloatArray) -> FloatArray:
+    """How many evaluations the window ``x`` (ln C / C_end) holds once continued at its own
+    pace (its mean compute between evaluations) to each of ``factors`` x its end."""
+    n = x.size
+    pace = (1.0 - float(np.exp(x[0]))) / max(n - 1, 1)
+    return n + np.floor((factors - 1.0) / max(pace, 1e-12) + 1e-9)
+
+
 def compute_to_identify(
     x: FloatArray, draws: FloatArray, fit_r0: bool, ci_a: tuple[float, float],
     ci_cmid: tuple[float, float] | None, c_end: float, value_range: tuple[float, float],
@@ -257,6 +268,7 @@ def compute_to_identify(
     ends = factors[None, :] * c_end
     cm = rows[:, 2:3]
     ok &= rules.past_knee * cm <= ends
+    ok &= (_evals_by(x - float(x[-1]), factors) >= rules.min_points)[None, :]
     if ci_cmid is not None and ci_cmid[1] > 0:
         cm_med = float(np.median(rows[:, 2]))
         log_up = max(float(np.log(ci_cmid[1] / cm_med)), 0.0)
@@ -313,6 +325,8 @@ def interval_reasons(
                           f"evaluation to the next (AR(1) rho about {r:.2f}): the {n} "
                           f"evaluations carry about as much information as {n_eff:.0f} "
                           "independent ones"))
+    if n < rules.min_points:
+        out.append(reason("insufficient_data", few_points_detail(n, rules.min_points)))
     if fit_end is not None:
         if ci_cmid is not None and rules.knee_factor * ci_cmid[1] > fit_end:
             out.append(reason("short_of_knee", f"C_mid (the knee) may still lie beyond the "
@@ -323,6 +337,13 @@ def interval_reasons(
                               f"its fitted C_mid ({c_mid:,.4g}); A is claimed from "
                               f"{rules.past_knee:g} x, at compute {rules.past_knee * c_mid:,.4g}"))
     return out
+
+
+def few_points_detail(n: int, min_points: int) -> str:
+    """Why a window of ``n`` evaluations cannot claim A, however narrow its interval."""
+    return (f"the window holds {n} evaluation{'s' * (n != 1)}: too few to tell the sigmoid "
+            "from other saturating curves that level off elsewhere (a power law, an "
+            f"asymmetric knee); A is claimed from {min_points}")
 
 
 def misfit_reason(mf: Misfit) -> dict[str, str]:

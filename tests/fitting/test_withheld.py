@@ -118,6 +118,26 @@ def test_too_few_points_is_insufficient_data_with_the_engines_words() -> None:
     assert res.withheld["compute_to_identify"] is None and res.withheld["max_factor"] is None
 
 
+def test_a_narrow_interval_from_too_few_evaluations_is_not_claimed_and_says_when() -> None:
+    """Nine quiet evaluations to 6 x C_mid pin the sigmoid's A down, but nine cannot tell
+    the sigmoid from other saturating curves: withheld, with the reason and the compute at
+    which the run, at its own pace, has the evaluations a claim needs; claimed there."""
+    c = C_MID * 6.0 * np.arange(1, 14) / 9  # the 9th evaluation at 6 x C_mid
+    y = curve(c, 0.61, 1.92, C_MID, 0.0) + np.random.default_rng(4).normal(0.0, 0.004, c.size)
+    res = fit_curve(c[:9], y[:9], FitOptions(r0=0.0))
+    assert res.status == "unidentified" and res.A is None
+    lo, hi = res.ci["A"]
+    assert hi - lo <= F.ID_MAX_WIDTH  # narrow: only the count withholds it
+    assert _codes(res) == ["insufficient_data"]
+    detail = res.withheld["reasons"][0]["detail"]
+    assert "holds 9 evaluations" in detail and f"claimed from {F.FORM_MIN_POINTS}" in detail
+    assert detail in res.message
+    # Evenly spaced from 0: the 12th evaluation comes at 12/9 of the window's end.
+    assert res.withheld["compute_to_identify"] == pytest.approx(c[11], rel=0.06)
+    assert res.withheld["compute_to_identify"] >= c[11] * (1 - 1e-9)
+    assert fit_curve(c[:12], y[:12], FitOptions(r0=0.0)).status == "ok"
+
+
 def test_an_identified_fit_withholds_nothing_and_the_record_round_trips() -> None:
     ok = fit_curve(*_run(6.0, sigma=0.005))
     assert ok.status == "ok" and ok.withheld is None
