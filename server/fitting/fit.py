@@ -453,10 +453,10 @@ def too_few_to_weigh(n: int) -> str | None:
     None: fewer than ``structural.MIN_POINTS`` cannot weigh the sigmoid against the other
     saturating curves (``structural.weigh``), so nothing says the ceiling is the sigmoid's.
 
-    Measured (``bench/RESULTS-calibration-sampled.md``, round 14): on the held-out family, 4
-    of the 8 claims such windows made over three seeds missed the run's own limit by more
-    than 0.02 (2 of 41 longer ones did); on the tuning rows 6 of 75, all on the misspecified
-    families, against 41 that held A on the sigmoid families: a claim from a handful of
+    Measured (``bench/RESULTS-calibration-sampled.md``, round 14): on the held-out family, 5
+    of the 12 claims such windows made over four seeds missed the run's own limit by more
+    than 0.02 (2 of 60 longer ones did); on the tuning rows 6 of 75, all on the misspecified
+    families, beside 41 that held A on the sigmoid families: a claim from a handful of
     evaluations is right when the run happens to be a sigmoid, and nothing in so few says
     whether it is."""
     if n >= FORM_MIN_POINTS:
