@@ -24,7 +24,15 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .fit import a_lower_bound, claim_with_drift, fit_curve, prepare, too_early, withheld_because
+from .fit import (
+    a_lower_bound,
+    claim_with_drift,
+    fit_curve,
+    prepare,
+    too_early,
+    too_few_to_weigh,
+    withheld_because,
+)
 from .intervals import M_CLIP, a_interval, at_target, drift_rate_at, q95, thin_draws
 from .model import value_span
 from .pooled import Seed, sample_pooled
@@ -182,8 +190,11 @@ def _pooled(
     n_points = int(sum(preps[i].y.size for i in idx))
     rmse = float(np.sqrt(np.mean([float(fits[i].rmse or 0.0) ** 2 for i in idx])))
     a_med = float(np.median(d.a))
+    # Seeds evaluated at the same computes share one curve: pooling them quiets the noise but
+    # samples the shape no more densely than the longest seed's window does.
     why = (withheld_because(ci["A"], ci["C_mid"], fit_range[1], (lo, hi))
-           or too_early(float(np.median(cm)), fit_range[1]))
+           or too_early(float(np.median(cm)), fit_range[1])
+           or too_few_to_weigh(max(preps[i].y.size for i in idx)))
     if why is None:  # as a run's claim: with the drift the project's finished runs showed
         wide, why = claim_with_drift(ci["A"], a_med, options.drift_allowance, target,
                                      fit_range[1], (lo, hi))

@@ -325,8 +325,6 @@ def interval_reasons(
                           f"evaluation to the next (AR(1) rho about {r:.2f}): the {n} "
                           f"evaluations carry about as much information as {n_eff:.0f} "
                           "independent ones"))
-    if n < rules.min_points:
-        out.append(reason("insufficient_data", few_points_detail(n, rules.min_points)))
     if fit_end is not None:
         if ci_cmid is not None and rules.knee_factor * ci_cmid[1] > fit_end:
             out.append(reason("short_of_knee", f"C_mid (the knee) may still lie beyond the "
@@ -336,6 +334,8 @@ def interval_reasons(
             out.append(reason("short_of_knee", f"the run is only {fit_end / c_mid:.1f} x past "
                               f"its fitted C_mid ({c_mid:,.4g}); A is claimed from "
                               f"{rules.past_knee:g} x, at compute {rules.past_knee * c_mid:,.4g}"))
+    if n < rules.min_points:
+        out.append(reason("insufficient_data", few_points_detail(n, rules.min_points)))
     return out
 
 

@@ -49,6 +49,27 @@ def test_three_agreeing_seeds_pin_the_ceiling_down_better_than_one() -> None:
     assert covered >= 3
 
 
+def test_seeds_of_too_few_evaluations_claim_no_recipe_ceiling() -> None:
+    """Three quiet seeds of 9 evaluations each to 6 x C_mid pin the pooled A down, but 9
+    computes cannot tell the sigmoid from other saturating curves, however many seeds share
+    them: withheld, as a run's would be; with 12 evaluations each, claimed."""
+    from scalewatch.server.fitting.model import curve
+
+    rng = np.random.default_rng(5)
+    c = C_MID * 6.0 * np.arange(1, 13) / 9
+
+    def seeds(n: int) -> list[GroupMember]:
+        return [GroupMember(c[:n], curve(c[:n], A, B, C_MID, 0.0) + rng.normal(0, 0.004, n))
+                for _ in range(3)]
+
+    opts = FitOptions(r0=0.0, target_compute=END)
+    short = fit_group(seeds(9), opts).pooled
+    assert short.status == "unidentified" and short.A is None
+    assert _width(short.ci["A"]) <= 0.1
+    assert "holds 9 evaluations" in short.message and "claimed from 12" in short.message
+    assert fit_group(seeds(12), opts).pooled.status == "ok"
+
+
 def test_a_single_member_group_matches_its_run() -> None:
     members = _seeds(1, 7)
     g = fit_group(members, OPTS)
