@@ -62,9 +62,10 @@ MAX_CONTINUATION = 240  # the continuation to MAX_FACTOR has at most this many e
 # predicted over actual compute is 1.00 at 0.7 (0.92 at 0.6) on 135 runs; at 0.7 on 213 others
 # 0.83-1.00 by window, 44% identified by the predicted compute, 67% by 1.5 x it, <= 2% before
 # it / 1.5.  Since A's claim carries the model form's uncertainty (structural.py, which this
-# simulation does not foresee), 219 runs: 0.56-0.83, 17-28% by it, 33-62% by 1.5 x, none
-# before it / 1.5; at 0.95, 0.65-1.00 and 2-9% before it / 1.5 (README).
-IDENTIFY_SHARE = 0.7
+# simulation does not foresee), at 0.7 on 219 runs: 0.56-0.83, 17-28% by it, none before it
+# / 1.5; so 0.9 (seeds 7 and 11 of bench/withheld.py: 0.60-0.96 and 0.69-1.00 by window,
+# 22-34% and 10-42% by it, at most 4% before it / 1.5; 0.95 promised too late more often).
+IDENTIFY_SHARE = 0.9
 
 
 @dataclass(frozen=True)
