@@ -173,6 +173,12 @@ def misfit(x: FloatArray, y: FloatArray, theta: tuple[float, float, float, float
 # ---- compute to identify ----------------------------------------------------------------------
 
 
+def _pace(x: FloatArray) -> float:
+    """The window's mean compute between evaluations, in units of its end (``x``: ln C /
+    C_end of each evaluation)."""
+    return max((1.0 - float(np.exp(x[0]))) / max(x.size - 1, 1), 1e-12)
+
+
 def _design(x: FloatArray, rho: float) -> tuple[FloatArray, FloatArray, NDArray[np.intp]]:
     """The evaluations of the window and of its continuation to ``MAX_FACTOR`` x its end, at
     the window's pace (its mean compute between evaluations): (ln C / C_end of each, the AR(1)
@@ -182,7 +188,7 @@ def _design(x: FloatArray, rho: float) -> tuple[FloatArray, FloatArray, NDArray[
     n = x.size
     k = -(-n // WINDOW_EVALS)
     xw = x[::-1][::k][::-1]  # every k-th evaluation, the window's last among them
-    pace = max(k * (1.0 - float(np.exp(x[0]))) / max(n - 1, 1), 1e-12)
+    pace = k * _pace(x)
     step = max(pace, (MAX_FACTOR - 1.0) / MAX_CONTINUATION)  # a coarser continuation: fewer
     ext = np.arange(1.0 + step, MAX_FACTOR + 1e-9, step)  # evaluations, each as informative
     r = min(max(rho, 0.0), 0.98) ** k  # between two kept evaluations
@@ -229,10 +235,8 @@ def _info_ratios(x: FloatArray, params: FloatArray, fit_r0: bool, rho: float
 
 def _evals_by(x: FloatArray, factors: FloatArray) -> FloatArray:
     """How many evaluations the window ``x`` (ln C / C_end) holds once continued at its own
-    pace (its mean compute between evaluations) to each of ``factors`` x its end."""
-    n = x.size
-    pace = (1.0 - float(np.exp(x[0]))) / max(n - 1, 1)
-    return n + np.floor((factors - 1.0) / max(pace, 1e-12) + 1e-9)
+    pace to each of ``factors`` x its end."""
+    return x.size + np.floor((factors - 1.0) / _pace(x) + 1e-9)
 
 
 def compute_to_identify(
@@ -258,7 +262,8 @@ def compute_to_identify(
     factors = FACTORS
     scaled = rows.copy()
     scaled[:, 2] /= c_end
-    ra, rm = _info_ratios(x - float(x[-1]), scaled, fit_r0, rho)
+    x_end = x - float(x[-1])  # ln C / C_end
+    ra, rm = _info_ratios(x_end, scaled, fit_r0, rho)
     lo, hi = value_range
     # A's interval: its statistical part shrinks, the ceiling's model error (A_MODEL_SD) not.
     floor = 1.96 * A_MODEL_SD * value_span(value_range)
@@ -271,7 +276,7 @@ def compute_to_identify(
     ends = factors[None, :] * c_end
     cm = rows[:, 2:3]
     ok &= rules.past_knee * cm <= ends
-    ok &= (_evals_by(x - float(x[-1]), factors) >= rules.min_points)[None, :]
+    ok &= (_evals_by(x_end, factors) >= rules.min_points)[None, :]
     if ci_cmid is not None and ci_cmid[1] > 0:
         cm_med = float(np.median(rows[:, 2]))
         log_up = max(float(np.log(ci_cmid[1] / cm_med)), 0.0)
