@@ -30,6 +30,7 @@ from scalewatch.dashboard.figures.group import (
 )
 from scalewatch.dashboard.figures.run import (
     CAPTION_LINE,
+    RUN_CHART_HEIGHT,
     fit_caption,
     forecast_headline,
     history_figure,
@@ -40,6 +41,7 @@ from scalewatch.dashboard.figures.run import (
 
 __all__ = [
     "CAPTION_LINE",
+    "RUN_CHART_HEIGHT",
     "PALETTE",
     "a_text",
     "ceiling_figure",

@@ -35,7 +35,7 @@ def fit_caption(fit: dict[str, Any] | None, unit: str) -> str:
         return "no fit yet"
     if fit.get("status") == "insufficient_data" or fit.get("B") is None:
         msg = fit.get("message") or ""  # every record carries it (services/fits.py)
-        return f"no fit yet: {msg}" if msg else "no fit yet"
+        return wrap_caption(f"no fit yet: {msg}") if msg else "no fit yet"
     a = a_text(fit)
     parts = [
         f"A {a}" if a.startswith(("≥", "≤")) else f"A = {a}",
@@ -50,17 +50,31 @@ def fit_caption(fit: dict[str, Any] | None, unit: str) -> str:
             f"{fmt(brk.get('compute'))} {unit}"
         parts.append(f"broke at {where} (−{brk['drop']:.3f})" + (
             ", fit since then" if brk.get("regime") == "fitted" else ""))
-    elif fit.get("A") is None:
+    why = ""
+    if not brk and fit.get("A") is None:
         parts.append("asymptote not identified yet")
         if fit.get("message"):  # why, in the engine's words (too wide, or too early to claim)
-            parts[-1] += "<br>" + wrap_caption(str(fit["message"]))
-    return " · ".join(parts) + prior_caption(fit.get("prior") or {})
+            why = "<br>" + wrap_caption(str(fit["message"]))
+    return join_caption(parts) + why + prior_caption(fit.get("prior") or {})
 
 
 # Characters a caption line may hold: a plotly annotation never wraps, so a longer line ran
-# past the chart's right edge and was cut (a withheld reason is often two or three sentences);
-# ~110 characters of the 12 px caption font fit a chart 800 px wide.
-CAPTION_LINE = 110
+# past the chart's right edge and was cut (a withheld reason is often two or three sentences,
+# and the parameters with a forecast and a break ~120 characters); ~96 characters of the 12 px
+# caption font fit the plot of a chart 760 px wide (the Run page on a 800 px window).
+CAPTION_LINE = 96
+
+
+def join_caption(parts: list[str]) -> str:
+    """``parts`` joined by " · " into lines of at most ``CAPTION_LINE`` characters, breaking
+    only between parts (a part longer than a line keeps its own line)."""
+    lines: list[str] = []
+    for part in parts:
+        if lines and len(lines[-1]) + 3 + len(part) <= CAPTION_LINE:
+            lines[-1] += " · " + part
+        else:
+            lines.append(part)
+    return "<br>".join(lines)
 
 
 def wrap_caption(text: str) -> str:
@@ -225,15 +239,13 @@ def run_figure(
         yref="paper",
         x=0,
         y=1.0,
+        yshift=4,
         xanchor="left",
         yanchor="bottom",
         align="left",  # a second line (the prior) starts under the first, not centred
         font={"size": 12, "color": "#455a64"},
     )
-    # Two caption lines fit the default top margin; each further one (a second prior) adds room
-    # above the plot, and the legend moves up with it so the two never overlap.
-    extra = max(caption.count("<br>") - 1, 0)
-    fig.update_layout(margin={"t": 90 + 16 * extra}, legend={"y": 1.09 + 0.05 * extra})
+    stack_header(fig, caption.count("<br>") + 1)
     lo = float(c.min())
     brk = (fit or {}).get("break")
     if brk and brk.get("compute") and float(brk["compute"]) > 0:
@@ -272,6 +284,27 @@ def run_figure(
         vline(fig, target, "target", "#78909c", 1, 0.0)
     log_axis(fig, lo, max(float(c.max()), target or 0.0))
     return fig
+
+
+# The Run page's main chart, in px (the page sizes its graph by it): the rows above the plot
+# are laid out in px from the top of the chart.
+RUN_CHART_HEIGHT = 480
+_TITLE_TOP, _LEGEND_TOP, _CAPTION_TOP, _CAPTION_LINE_PX = 8, 36, 62, 16
+
+
+def stack_header(fig: go.Figure, caption_lines: int) -> None:
+    """Title, legend and caption in rows of their own above the plot, the plot's top margin
+    as deep as the caption's lines need. In the title's row the legend ran into a long run
+    name on a narrow chart, and a title centred in a margin that grew with a three-line
+    withheld reason sat on the caption's first line."""
+    top = _CAPTION_TOP + _CAPTION_LINE_PX * caption_lines + 6
+    fig.update_layout(
+        height=RUN_CHART_HEIGHT,
+        margin={"t": top},
+        title={"y": 1 - _TITLE_TOP / RUN_CHART_HEIGHT, "yref": "container", "yanchor": "top"},
+        legend={"y": 1 - _LEGEND_TOP / RUN_CHART_HEIGHT, "yref": "container",
+                "yanchor": "top"},
+    )
 
 
 def clear_height(c: np.ndarray, y: np.ndarray, at: float) -> float:

@@ -25,6 +25,7 @@ from scalewatch.dashboard.components import (
     to_csv,
 )
 from scalewatch.dashboard.figures import (
+    RUN_CHART_HEIGHT,
     fmt,
     forecast_headline,
     history_figure,
@@ -73,7 +74,7 @@ def layout(run_id: str | None = None, metric: str | None = None, **_: Any) -> ht
             ),  # fmt: skip
             run_actions.panel(),
             html.Div(
-                dcc.Graph(id="run-graph", config=GRAPH_CONFIG, style={"height": 480}),
+                dcc.Graph(id="run-graph", config=GRAPH_CONFIG, style={"height": RUN_CHART_HEIGHT}),
                 className="card",
             ),
             html.Div(

@@ -332,12 +332,39 @@ def test_fit_caption_gives_a_b_prior_its_own_line() -> None:
     assert F.fit_caption(both, "GPU-hours").endswith(
         "<br>noise prior ρ 0.80 ± 0.05 from 3 finished runs<br>B prior 1.90 ×/÷ 1.22 from 4 "
         "finished runs")
-    # A third caption line gets room above the plot; the legend moves up with it.
+    # A third caption line gets room above the plot.
     c = np.geomspace(10, 8000, 40)
     pts = {"compute": list(c), "values": list(0.3 + 0.3 * c / (c + 2000))}
     one, two = (F.run_figure(pts, f, color="#000", unit="GPU-hours", metric="m")
                 for f in ({**fit, "prior": {"B": b}}, both))
-    assert two.layout.margin.t > one.layout.margin.t and two.layout.legend.y > one.layout.legend.y
+    assert two.layout.margin.t - one.layout.margin.t >= 14
+
+
+def test_run_chart_title_legend_and_caption_keep_rows_of_their_own() -> None:
+    """A long run name beside the legend, and a title centred in a top margin that grew with a
+    three-line withheld reason, sat on each other on a narrow chart: the title, the legend and
+    the caption now each have a row, and every caption line fits the chart."""
+    c = np.geomspace(10, 8000, 40)
+    pts = {"compute": list(c), "values": list(0.3 + 0.3 * c / (c + 2000))}
+    why = "A is not pinned down yet (its 95% interval [0.278, 0.863] is wider than 0.1); " * 3
+    fit = {"status": "unidentified", "A": None, "ci": {"A": [0.28, 0.86]}, "B": 1.56,
+           "C_mid": 13400.0, "R0": 0.1, "A_lower_bound": 0.28, "message": why,
+           "predicted_at_target": 0.4, "predicted_interval": [0.255, 0.62],
+           "target_compute": 16000.0}
+    fig = F.run_figure(pts, fit, color="#000", unit="GPU-hours", metric="val_pass_rate",
+                       title="cispo-768-seed3-lr1e-6-bs512-a-long-name: val_pass_rate")
+    caption = next(a for a in fig.layout.annotations if "B = 1.56" in a.text)
+    lines = caption.text.split("<br>")
+    assert len(lines) >= 4 and all(len(line) <= F.CAPTION_LINE for line in lines)
+    h = fig.layout.height
+    title_top = (1 - fig.layout.title.y) * h  # px from the chart's top, yanchor "top"
+    legend_top = (1 - fig.layout.legend.y) * h
+    assert fig.layout.title.yref == fig.layout.legend.yref == "container"
+    assert fig.layout.title.yanchor == fig.layout.legend.yanchor == "top"
+    # Title row (16 px font) above the legend row, the legend's row above the caption's first
+    # line: the caption's lines (16 px each) end at the plot's top.
+    caption_top = fig.layout.margin.t - 16 * len(lines)
+    assert title_top + 22 <= legend_top and legend_top + 20 <= caption_top
 
 
 def test_large_compute_reads_in_engineering_form() -> None:
