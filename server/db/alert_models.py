@@ -40,7 +40,9 @@ DELIVERY_STATES = ("pending", "delivered", "failed")
 
 class AlertRule(Base):
     __tablename__ = "alert_rules"
-    __table_args__ = (Index("ix_alert_rules_project", "project", "run_id"),)
+    # Ids never reused (migration 0016; see Run): a script's PATCH of a deleted rule is a 404.
+    __table_args__ = (Index("ix_alert_rules_project", "project", "run_id"),
+                      {"sqlite_autoincrement": True})
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     project: Mapped[str] = mapped_column(String(200))
     # NULL: every run of the project
@@ -65,6 +67,7 @@ class Alert(Base):
         Index("ix_alerts_run_state", "run_id", "state"),
         Index("ix_alerts_project_created", "project", "created_at"),
         Index("ix_alerts_rule", "rule_id"),
+        {"sqlite_autoincrement": True},  # ids never reused (migration 0016; see Run)
     )
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     rule_id: Mapped[int] = mapped_column(ForeignKey("alert_rules.id", ondelete="CASCADE"))

@@ -59,6 +59,10 @@ class Run(Base):
         UniqueConstraint("project_id", "name", name="uq_runs_project_name"),
         Index("ix_runs_project_created", "project_id", "created_at"),
         Index("ix_runs_project_group", "project_id", "group_name"),
+        # A deleted run's id is never handed out again (migration 0016): a client still holding
+        # it (MLFLOW_RUN_ID, a script, a follower's state) gets a 404, not someone else's run.
+        # PostgreSQL's sequences never reuse; SQLite without AUTOINCREMENT reuses the highest.
+        {"sqlite_autoincrement": True},
     )
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     project_id: Mapped[int] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"))

@@ -109,7 +109,7 @@ def test_0015_widens_every_metric_column_and_keeps_every_row(engine: Engine) -> 
     if engine.dialect.name == "postgresql":  # the defect: PostgreSQL enforced 200
         with pytest.raises(DBAPIError), engine.begin() as conn:
             conn.execute(text(f"UPDATE series SET name = '{LONG}'"))
-    upgrade(engine)
+    upgrade(engine, "0015")
     assert current_revision(engine) == "0015"
     assert _counts(engine) == before
     assert set(_lengths(engine).values()) == {250}
@@ -127,7 +127,7 @@ def test_0015_downgrade_refuses_longer_names_then_narrows_and_upgrades_again(
         engine: Engine) -> None:
     upgrade(engine, "0014")
     _seed(engine)
-    upgrade(engine)
+    upgrade(engine, "0015")
     before = _counts(engine)
     with engine.begin() as conn:
         conn.execute(text(f"UPDATE series SET name = '{LONG}'"))
