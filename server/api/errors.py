@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -182,21 +182,37 @@ async def nested_too_deeply(_request: Request, _exc: Exception) -> JSONResponse:
     return error_response(400, "body is not valid JSON: nested too deeply")
 
 
+# MLflow's error code for a status (its client reads `error_code` and `message`).
+MLFLOW_CODES = {400: "BAD_REQUEST", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED",
+                404: "RESOURCE_DOES_NOT_EXIST", 413: "BAD_REQUEST", 415: "BAD_REQUEST",
+                500: "INTERNAL_ERROR", 503: "TEMPORARILY_UNAVAILABLE"}  # fmt: skip
+
+
+def mlflow_shape(status: int, content: Any) -> dict[str, Any]:
+    """Any error body in MLflow's shape, `{"error_code", "message"}` (the MLflow routes' own
+    errors already are; a request guard's 413 or a body-shape 400 was not)."""
+    if isinstance(content, dict) and {"error_code", "message"} <= content.keys():
+        return content
+    ours = normalize(status, content)
+    message = ours["detail"] + "".join(f"; {e['loc']}: {e['msg']}" for e in ours["errors"])
+    code = MLFLOW_CODES.get(status, "BAD_REQUEST" if status < 500 else "INTERNAL_ERROR")
+    return {"error_code": code, "message": message}
+
+
 class ErrorShape:
     """Outermost middleware: a JSON error answered by anything below (request guards, a route's
-    own JSONResponse) leaves in the one shape. Error bodies are small; others pass untouched."""
+    own JSONResponse) leaves in the one shape; under `/api/2.0/mlflow` in MLflow's, which its
+    client parses. Error bodies are small; others pass untouched."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        # The dashboard answers HTML; the MLflow-compatible API answers MLflow's error shape,
-        # which its client parses.
-        if scope["type"] != "http" or scope.get("path", "").startswith(
-            ("/dashboard", "/api/2.0/mlflow")
-        ):
+        # The dashboard answers HTML.
+        if scope["type"] != "http" or scope.get("path", "").startswith("/dashboard"):
             await self.app(scope, receive, send)
             return
+        shape = mlflow_shape if scope.get("path", "").startswith("/api/2.0/mlflow") else normalize
         start: Message | None = None
         chunks: list[bytes] = []
 
@@ -212,16 +228,17 @@ class ErrorShape:
                 chunks.append(message.get("body", b""))
                 if message.get("more_body", False):
                     return
-                await _send_shaped(send, start, b"".join(chunks))
+                await _send_shaped(send, start, b"".join(chunks), shape)
                 return
             await send(message)
 
         await self.app(scope, receive, shaped)
 
 
-async def _send_shaped(send: Send, start: Message, raw: bytes) -> None:
+async def _send_shaped(send: Send, start: Message, raw: bytes,
+                       shape: Callable[[int, Any], dict[str, Any]]) -> None:
     try:
-        body = json.dumps(normalize(start["status"], json.loads(raw))).encode()
+        body = json.dumps(shape(start["status"], json.loads(raw))).encode()
     except ValueError:  # not JSON after all: leave it as it was
         body = raw
     headers = [(k, v) for k, v in start.get("headers", []) if k != b"content-length"]

@@ -20,10 +20,12 @@ from scalewatch.server.domain.checks import parse_id
 from scalewatch.server.domain.runs import Project, Run
 from scalewatch.server.ingest import PointRow, check_name
 
-# MLflow's own request limits (mlflow/utils/validation.py): the official client splits larger
-# calls into batches of these sizes, so a larger batch is not from it.
+# MLflow's own request limits (mlflow/utils/validation.py, `_validate_batch_log_limits`):
+# the official client splits larger calls into batches of these sizes (pairing up to 100
+# params with up to 100 tags in one request), so a larger batch is not from it.
 MAX_BATCH_METRICS = 1000
-MAX_BATCH_PARAMS_TAGS = 100
+MAX_BATCH_PARAMS = 100
+MAX_BATCH_TAGS = 100
 MAX_BATCH_ENTITIES = 1000
 
 DEFAULT_EXPERIMENT_ID = "0"
@@ -235,10 +237,14 @@ def metric_rows(metrics: Iterable[Any]) -> tuple[list[PointRow], int]:
         problem = check_name(key)  # the REST API's checks of a metric name
         if problem is not None:
             raise invalid(f"metrics[{i}].key: {problem}")
-        step = _int(m.get("step", 0) or 0, f"metrics[{i}].step")
+        # Absent (or null) is step 0, as MLflow's client and server have it; anything else
+        # must be an integer (a `[]` or `""` read as 0 overwrote step 0).
+        step = 0 if m.get("step") is None else _int(m["step"], f"metrics[{i}].step")
         if not 0 <= step <= limits.MAX_STEP:
             raise invalid(f"metrics[{i}].step must be between 0 and {limits.MAX_STEP}")
         raw = m.get("value")
+        if isinstance(raw, bool):  # float(True) is 1.0: a flag, not a measurement
+            raise invalid(f"metrics[{i}].value must be a number, got {raw!r}")
         try:
             value = float(raw)  # type: ignore[arg-type]  # checked just below
         except (TypeError, ValueError, OverflowError):  # OverflowError: 10**400
@@ -271,13 +277,30 @@ def check_tags(tags: Iterable[Any]) -> list[dict[str, str]]:
             for i, t in enumerate(tags)]
 
 
-def merged_config(config: Mapping[str, Any], params: Iterable[Any]) -> dict[str, Any] | None:
-    """The run's config with the params added (None when nothing changes)."""
+def _same_param(stored: Any, value: str) -> bool:
+    """A config value (a param, or a value the REST API or a follower stored) read as a param:
+    MLflow's client sends str(value), so 0.001 stored as a number is the param "0.001"."""
+    return stored == value or (not isinstance(stored, str) and str(stored) == value)
+
+
+def merged_config(config: Mapping[str, Any], params: Iterable[Any], run_id: int
+                  ) -> dict[str, Any] | None:
+    """The run's config with the params added (None when nothing changes).
+
+    A param is logged once: a different value for a key the run (or the same batch) already
+    has is refused, as MLflow's server refuses it (INVALID_PARAMETER_VALUE), so a resumed
+    run with a changed learning rate is not silently recorded as the new value alone."""
     out = dict(config)
     changed = False
     for p in check_params(params):
-        if out.get(p["key"]) != p["value"]:
-            out[p["key"]] = p["value"]
+        key, value = p["key"], p["value"]
+        if key in out and not _same_param(out[key], value):
+            raise invalid(
+                f"Changing param values is not allowed. Param with key='{key}' was already "
+                f"logged with value='{out[key]}' for run ID='{run_id}'. Attempted logging new "
+                f"value '{value}'.")
+        if key not in out:
+            out[key] = value
             changed = True
     if not changed:
         return None

@@ -113,6 +113,9 @@ class PointsPage:
     values: list[float]
     downsampled: bool
     total: int
+    # Each point's wall-clock time (seconds since the epoch; None where the sender gave none),
+    # read only when asked (`get_points(wall_times=True)`, raw pages): MLflow's metric history.
+    wall_times: list[float | None] | None = None
 
 
 class Ingested(tuple[int, int]):
@@ -185,6 +188,7 @@ class RunStore(Protocol):
         x: str = "compute",
         limit: int | None = None,
         rollup: bool = False,
+        wall_times: bool = False,
     ) -> PointsPage: ...
     def get_points_many(
         self,

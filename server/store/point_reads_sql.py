@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import and_, func, select, text
@@ -155,12 +156,14 @@ class PointReadsMixin(SqlBase):
         x: str = "compute",
         limit: int | None = None,
         rollup: bool = False,
+        wall_times: bool = False,
     ) -> PointsPage:
         """Points by step; with `max_points` downsampled in the database. Without it at most
         `limit` (default `MAX_RAW_POINTS`) points from `since_step` on; `downsampled` is then
         True when more exist past the last one returned. `rollup` (with `max_points`): a long
         series is drawn from its `point_chunks` alone (`_downsample_rollup`), not exactly the
-        raw buckets but a few milliseconds whatever its length."""
+        raw buckets but a few milliseconds whatever its length. `wall_times` (a raw page, without
+        `max_points`): each point's wall-clock time too."""
         with self.session() as s:
             # The run and its series in one query (a page of Compare reads ten of them).
             found = s.execute(
@@ -183,12 +186,10 @@ class PointReadsMixin(SqlBase):
             # count at all, and a large one gets its exact total from the bucket counts below.
             if max_points is None or n_points <= max_points:
                 cap = limit or limits.MAX_RAW_POINTS
-                rows = s.execute(
-                    select(Point.step, Point.compute, Point.value)
-                    .where(where)
-                    .order_by(Point.step)
-                    .limit(cap + 1)
-                ).all()
+                query = select(Point.step, Point.compute, Point.value, Point.wall_time) \
+                    if wall_times else select(Point.step, Point.compute, Point.value)
+                rows: Sequence[Any] = s.execute(
+                    query.where(where).order_by(Point.step).limit(cap + 1)).all()
                 more = len(rows) > cap
                 total = len(rows)
                 if more:  # `total` counts the whole range, not the page
@@ -201,6 +202,7 @@ class PointReadsMixin(SqlBase):
                     [r[2] for r in rows[:cap]],
                     more,
                     total,
+                    [r[3] for r in rows[:cap]] if wall_times else None,
                 )
             # Every ingest touches series.updated_at, so (series, updated_at, request) names one
             # immutable answer: live pages polling, or a budget change on Compare, reuse it.

@@ -185,3 +185,115 @@ def test_artifact_uploads_are_accepted_and_discarded_with_auth(authed: tuple) ->
     # The JSON-only rule still holds for every other MLflow call.
     other = client.post(f"{M}/runs/log-batch", content=b"x", headers=octets | read)
     assert other.status_code == 415
+
+
+def test_a_param_is_logged_once_and_a_changed_value_is_refused_whole(authed: tuple) -> None:
+    """MLflow refuses a new value for a logged param (INVALID_PARAMETER_VALUE); here it was
+    accepted and overwrote the old one, so a resumed run with a changed learning rate kept
+    only the new value. Refused whole: the batch's metrics and tags are not written either."""
+    client, tokens = authed
+    h = _bearer(tokens["write"])
+    run_id = _new_run(client, h)
+    url = f"{M}/runs/log-batch"
+    assert client.post(url, json={"run_id": run_id, "params": [
+        {"key": "lr", "value": "0.1"}]}, headers=h).status_code == 200
+    # The same value again (a resumed run, another rank) is fine.
+    assert client.post(f"{M}/runs/log-parameter", json={
+        "run_id": run_id, "key": "lr", "value": "0.1"}, headers=h).status_code == 200
+    changed = client.post(url, json={
+        "run_id": run_id, "params": [{"key": "lr", "value": "0.2"}],
+        "tags": [{"key": "team", "value": "rl"}],
+        "metrics": [{"key": "acc", "value": 0.5, "timestamp": 1, "step": 1}]}, headers=h)
+    assert (changed.status_code, changed.json()["error_code"]) == (400, "INVALID_PARAMETER_VALUE")
+    assert "key='lr'" in changed.json()["message"] and "'0.2'" in changed.json()["message"]
+    one = client.post(f"{M}/runs/log-parameter", json={
+        "run_id": run_id, "key": "lr", "value": "0.3"}, headers=h)
+    assert one.status_code == 400
+    twice = client.post(url, json={"run_id": run_id, "params": [
+        {"key": "bs", "value": "1"}, {"key": "bs", "value": "2"}]}, headers=h)
+    assert twice.status_code == 400  # two values of one key in one batch
+    run = client.get(f"/api/v1/runs/{run_id}", headers=h).json()
+    assert run["config"] == {"lr": "0.1"} and run["tags"] == [] and run["latest"] == {}
+    # A value stored as a number (the REST API's config) is the param of its str().
+    rest = client.post("/api/v1/runs", json={"project": "proj", "name": "rest",
+                                             "config": {"lr": 0.001}}, headers=h).json()
+    assert client.post(url, json={"run_id": str(rest["id"]), "params": [
+        {"key": "lr", "value": "0.001"}]}, headers=h).status_code == 200
+
+
+def test_batch_limits_are_mlflows_100_params_and_100_tags_not_100_together(
+        authed: tuple) -> None:
+    """The official client pairs up to 100 params with up to 100 tags in one log-batch, and
+    start_run(tags=...) sends its 4 system tags beside the user's: both were refused."""
+    client, tokens = authed
+    h = _bearer(tokens["write"])
+    exp = client.post(f"{M}/experiments/create", json={"name": "proj"}, headers=h).json()
+    tags = [{"key": f"t{i}", "value": "v"} for i in range(97)] + [
+        {"key": f"mlflow.{k}", "value": "x"} for k in ("user", "source.name", "source.type",
+                                                       "runName")]
+    created = client.post(f"{M}/runs/create", json={"experiment_id": exp["experiment_id"],
+                                                    "tags": tags}, headers=h)
+    assert created.status_code == 200, created.text
+    run_id = _new_run(client, h, name="batch")
+    params = [{"key": f"p{i}", "value": "1"} for i in range(60)]
+    some_tags = [{"key": f"t{i}", "value": "v"} for i in range(40)]
+    got = client.post(f"{M}/runs/log-batch", json={"run_id": run_id, "params": params,
+                                                   "tags": some_tags}, headers=h)
+    assert got.status_code == 200, got.text
+    over = client.post(f"{M}/runs/log-batch", json={"run_id": run_id, "tags": [
+        {"key": f"x{i}", "value": "v"} for i in range(101)]}, headers=h)
+    assert (over.status_code, over.json()["error_code"]) == (400, "INVALID_PARAMETER_VALUE")
+    total = client.post(f"{M}/runs/log-batch", json={"run_id": run_id, "metrics": [
+        {"key": "m", "value": 1.0, "timestamp": 1, "step": i} for i in range(950)],
+        "params": [{"key": f"q{i}", "value": "1"} for i in range(60)]}, headers=h)
+    assert total.status_code == 400 and "in total" in total.json()["message"]
+
+
+@pytest.mark.parametrize("step", [[], {}, "", False, "x", 1.5])
+def test_a_malformed_step_is_refused_not_read_as_step_0(authed: tuple, step: object) -> None:
+    client, tokens = authed
+    h = _bearer(tokens["write"])
+    run_id = _new_run(client, h)
+    got = client.post(f"{M}/runs/log-metric", json={
+        "run_id": run_id, "key": "acc", "value": 0.5, "step": step, "timestamp": 1}, headers=h)
+    assert (got.status_code, got.json()["error_code"]) == (400, "INVALID_PARAMETER_VALUE")
+    assert "step" in got.json()["message"]
+    flag = client.post(f"{M}/runs/log-metric", json={
+        "run_id": run_id, "key": "acc", "value": True, "step": 1, "timestamp": 1}, headers=h)
+    assert flag.status_code == 400 and "value" in flag.json()["message"]
+    # Absent is MLflow's step 0.
+    ok = client.post(f"{M}/runs/log-metric", json={
+        "run_id": run_id, "key": "acc", "value": 0.5, "timestamp": 1}, headers=h)
+    assert ok.status_code == 200
+    points = client.get(f"/api/v1/runs/{run_id}/points", params={"metric": "acc"},
+                        headers=h).json()["points"]
+    assert [p["step"] for p in points] == [0]
+
+
+def test_history_gives_each_value_the_time_it_was_logged(authed: tuple) -> None:
+    client, tokens = authed
+    h = _bearer(tokens["write"])
+    run_id = _new_run(client, h)
+    client.post(f"{M}/runs/log-batch", json={"run_id": run_id, "metrics": [
+        {"key": "acc", "value": 0.1, "timestamp": 1_700_000_000_123, "step": 1},
+        {"key": "acc", "value": 0.2, "step": 2}]}, headers=h)
+    hist = client.get(f"{M}/metrics/get-history", params={"run_id": run_id, "metric_key": "acc"},
+                      headers=h).json()["metrics"]
+    assert [(m["step"], m["timestamp"]) for m in hist] == [(1, 1_700_000_000_123), (2, 0)]
+
+
+def test_guard_refusals_on_the_mlflow_routes_speak_mlflows_error_shape(authed: tuple) -> None:
+    """A body too deep, too many objects or too large is refused before any route runs; under
+    /api/2.0/mlflow the refusal was the REST API's `{"detail", "code"}`, which MLflow's
+    client cannot read."""
+    client, tokens = authed
+    h = {**_bearer(tokens["write"]), "Content-Type": "application/json"}
+    deep = client.post(f"{M}/runs/log-batch", content="[" * 100_000, headers=h)
+    big = client.post(f"{M}/runs/log-batch", content=b"{}", headers={
+        **h, "Content-Length": str(17 * 2**20)})
+    for got, status in ((deep, 400), (big, 413)):
+        assert got.status_code == status
+        assert set(got.json()) == {"error_code", "message"} and got.json()["message"], got.json()
+    # The REST API keeps its own shape.
+    rest = client.post("/api/v1/runs", content="[" * 100_000, headers=h)
+    assert {"detail", "code", "errors"} <= set(rest.json())

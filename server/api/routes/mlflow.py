@@ -30,8 +30,10 @@ from scalewatch.server.api.mlflow_compat import (
     COMPUTE_UNIT,
     DEFAULT_EXPERIMENT_ID,
     DEFAULT_EXPERIMENT_NAME,
+    MAX_BATCH_ENTITIES,
     MAX_BATCH_METRICS,
-    MAX_BATCH_PARAMS_TAGS,
+    MAX_BATCH_PARAMS,
+    MAX_BATCH_TAGS,
     RUN_STATUS,
     MlflowError,
     check_params,
@@ -293,11 +295,17 @@ def _log(
             f"A batch logging request can contain at most {MAX_BATCH_METRICS} metrics. "
             f"Got {len(metrics)} metrics."
         )
-    if len(params) + len(tags) > MAX_BATCH_PARAMS_TAGS:
+    if len(params) > MAX_BATCH_PARAMS:
+        raise invalid(f"A batch logging request can contain at most {MAX_BATCH_PARAMS} params. "
+                      f"Got {len(params)} params.")
+    if len(tags) > MAX_BATCH_TAGS:
+        raise invalid(f"A batch logging request can contain at most {MAX_BATCH_TAGS} tags. "
+                      f"Got {len(tags)} tags.")
+    if len(metrics) + len(params) + len(tags) > MAX_BATCH_ENTITIES:
         raise invalid(
-            f"A batch logging request can contain at most {MAX_BATCH_PARAMS_TAGS} params and "
-            f"tags together. Got {len(params)} params and {len(tags)} tags."
-        )
+            f"A batch logging request can contain at most {MAX_BATCH_ENTITIES} metrics, params "
+            f"and tags in total. Got {len(metrics)} metrics, {len(params)} params and "
+            f"{len(tags)} tags.")
     # Everything is checked before anything is stored.
     rows, _skipped = metric_rows(metrics)
     params, tags = check_params(params), check_tags(tags)
@@ -307,7 +315,7 @@ def _log(
         # Computed from the run as it is under its lock: concurrent log-batch calls of one
         # run each add their params and tags, none overwrites another's with a stale copy.
         changes: dict[str, Any] = tag_changes(run, tags) if tags else {}
-        config = merged_config(run.config, params) if params else None
+        config = merged_config(run.config, params, run.id) if params else None
         if config is not None:
             changes["config"] = config
         return changes
@@ -440,11 +448,14 @@ def _get_history(store: Store, p: Payload) -> Payload:
     max_results, since = _page(p, MAX_HISTORY_PAGE, limits.MAX_MLFLOW_SEARCH_RESULTS)
     if key not in run.latest:
         return {"metrics": []}
-    page = store.get_points(run.id, key, since_step=since, limit=max_results)
+    page = store.get_points(run.id, key, since_step=since, limit=max_results, wall_times=True)
+    walls = page.wall_times or [None] * len(page.steps)
     out: Payload = {
         "metrics": [
-            {"key": key, "value": v, "timestamp": 0, "step": s}
-            for s, v in zip(page.steps, page.values, strict=True)
+            # The time it was logged (ms), as MLflow answers; 0 where the sender gave none.
+            {"key": key, "value": v, "timestamp": round(w * 1000) if w is not None else 0,
+             "step": s}
+            for s, v, w in zip(page.steps, page.values, walls, strict=True)
         ]
     }
     if page.downsampled and page.steps:  # with a limit: more points follow
