@@ -321,7 +321,9 @@ def import_main(args: argparse.Namespace) -> int:
         return _fail("import", "--compute gpu-hours:N needs each step's wall-clock time, "
                                "which this source does not have")
     try:
-        body = _body(args, str(Path(args.path)), compute, src.fit_metric, src.config,
+        # A URL (an MLflow server) as given: Path() would fold its "//" into "/".
+        where = args.path if "://" in args.path else str(Path(args.path))
+        body = _body(args, where, compute, src.fit_metric, src.config,
                      src.group)
     except (ValueError, TypeError) as exc:
         return _fail("import", str(exc))

@@ -122,10 +122,13 @@ def _find_mlflow_run(client: Any, experiment: str | None, run: str) -> Any:
             raise ImportSourceError(f"no MLflow experiment named {experiment!r}")
         ids = [exp.experiment_id]
     else:
-        ids = [e.experiment_id for e in client.search_experiments()]
-    quoted = run.replace("'", "\\'")
-    found = client.search_runs(ids, filter_string=f"attributes.run_name = '{quoted}'",
-                               max_results=2)
+        try:
+            ids = [e.experiment_id for e in client.search_experiments()]
+        except MlflowException as exc:  # a server without experiments/search (scalewatch's)
+            raise ImportSourceError(
+                f"{run!r} is no run id here, and this server cannot list its experiments to "
+                f"find a run by name ({exc.error_code}): give --experiment NAME") from None
+    found = client.search_runs(ids, filter_string=_name_filter(run), max_results=2)
     if not found and experiment is not None:
         try:  # a run id given with its experiment
             return client.get_run(run)
@@ -137,6 +140,18 @@ def _find_mlflow_run(client: Any, experiment: str | None, run: str) -> Any:
     if len(found) > 1:
         raise ImportSourceError(f"several MLflow runs are named {run!r}: give the run id")
     return found[0]
+
+
+def _name_filter(run: str) -> str:
+    """A search filter for the run named ``run``. MLflow's filter parser strips the quotes
+    without unescaping what is inside, so a name is quoted with the quote it does not hold
+    (a backslash-escaped ' searched for the name with the backslash)."""
+    if "'" not in run:
+        return f"attributes.run_name = '{run}'"
+    if '"' not in run:
+        return f'attributes.run_name = "{run}"'
+    raise ImportSourceError(f"run name {run!r} holds both quote characters, which MLflow's "
+                            "search cannot express: give the run id")
 
 
 def read_mlflow(uri: str, run: str, experiment: str | None = None) -> Imported:

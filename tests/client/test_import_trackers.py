@@ -234,3 +234,35 @@ def test_steps_past_2_53_keep_their_value() -> None:
     assert wandb_row_records([{"_step": 2**62 + 1, "m": 1.0}, {"_step": 1.5, "m": 1.0},
                               {"_step": -1, "m": 1.0}, {"_step": True, "m": 1.0}]) == []
     assert wandb_row_records([{"_step": 7.0, "m": 1.0}])[0][0] == 7  # a whole float is a step
+
+
+def test_import_mlflow_from_scalewatch_by_a_quoted_name_with_times(
+    live_server: LiveServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run named with a ' is found by name (the filter escaped it with a backslash, which
+    MLflow's parser keeps); each value's logged time comes back from metrics/get-history (it
+    was 0, so `--compute gpu-hours:N` refused this source); the source URL keeps its "//";
+    without --experiment a server that cannot list experiments says to give one."""
+    pytest.importorskip("mlflow")
+    from mlflow.entities import Metric
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=live_server.url)
+    exp = client.create_experiment("quoted")
+    rid = client.create_run(exp, run_name="it's").info.run_id
+    ms = int(T0 * 1000)
+    client.log_batch(rid, metrics=[Metric("eval_reward", s / 100, ms + 90_000 * s, s)
+                                   for s in range(30)])
+    args = ["--project", "copy", "--url", live_server.url, "--home", str(tmp_path / "h"),
+            "--no-progress"]
+    code = cli_main(["import", "mlflow", live_server.url, "--experiment", "quoted", "--run",
+                     "it's", "--name", "quoted", "--compute", "gpu-hours:8", *args])
+    assert code == 0
+    got = _run(live_server, "copy", "quoted")
+    assert got["config"]["source"] == f"mlflow:{live_server.url}"
+    pts = _all_points(live_server, got["id"], "eval_reward")
+    assert [p["compute"] for p in pts] == pytest.approx([0.2 * s for s in range(30)])
+    capsys.readouterr()
+    assert cli_main(["import", "mlflow", live_server.url, "--run", "it's", "--name", "x",
+                     *args]) == 2
+    assert "give --experiment NAME" in capsys.readouterr().err
