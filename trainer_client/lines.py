@@ -23,6 +23,7 @@ import json
 import logging
 import math
 import os
+import re
 from collections.abc import Generator, Iterator, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO, cast
@@ -115,7 +116,9 @@ def parse_record(raw: bytes | str, fmt: str, step_key: str = "step") -> Record |
             raise BadLine(f"not UTF-8 text (byte {exc.start + 1})") from None
     else:
         line = raw
-    line = line.strip()
+    # A byte-order mark (a file written by Windows tools or `utf-8-sig`) opens the first line:
+    # json.loads refuses it, and that line was lost.
+    line = line.strip().lstrip("\ufeff")
     if not line:
         return None
     try:
@@ -291,6 +294,42 @@ class LineTail:
         *_, path, inode = max(found)
         return path, inode
 
+    def _newer_generations(self, read: Path, inode: int) -> list[tuple[Path, int]]:
+        """(path, inode) of the rotated files next to PATH written after ``read`` (the file
+        just read to its end), oldest first: by modification time, which a rename keeps and a
+        copy (``copytruncate``) sets when it is made. A compressed file is left out when its
+        plain twin is there (being compressed from it), and so is any name of ``read``'s."""
+        try:
+            after = os.stat(read).st_mtime
+            entries = list(os.scandir(self.path.parent))
+        except OSError:
+            return []
+        names = {e.name for e in entries}
+        # Only a generation's name (read without checking its bytes, unlike the file read so
+        # far): PATH's name or stem with a number or date (train.jsonl.1, train.jsonl-20261204,
+        # train-20261204.jsonl), compressed or not; never train_eval.jsonl beside train.jsonl.
+        packed = "(?:" + "|".join(re.escape(z) for z in DECOMPRESSORS) + ")?"
+        generation = re.compile(
+            f"(?:{re.escape(self.path.name)}[-._]\\d[-._\\d]*"
+            f"|{re.escape(self.path.stem)}[-._]\\d[-._\\d]*{re.escape(self.path.suffix)}){packed}")
+        found: list[tuple[float, str, Path, int]] = []
+        for entry in entries:
+            name = entry.name
+            if not generation.fullmatch(name):
+                continue
+            plain = Path(name).stem if Path(name).suffix in DECOMPRESSORS else None
+            if plain is not None and (plain in names or plain == read.name):
+                continue
+            try:
+                if entry.inode() == inode or not entry.is_file():
+                    continue
+                mtime = entry.stat().st_mtime
+            except OSError:
+                continue
+            if mtime > after:
+                found.append((mtime, name, Path(entry.path), entry.inode()))
+        return [(path, ino) for _, _, path, ino in sorted(found)]
+
     def lines(self) -> Iterator[tuple[int, bytes | None]]:
         """(line number, the line's bytes) of each complete new line; bytes None for a line
         longer than MAX_LINE_BYTES (skipped up to its newline once the consumer moves on)."""
@@ -310,6 +349,13 @@ class LineTail:
                             "before, from %s", self.path, why, rotated[0])
                 if not (yield from self._read(*rotated)):
                     return  # more than a pass: the next one finds it again and goes on
+                # Rotated more than once since the last pass (a fast writer, a follower that
+                # was stopped): the generations written after the one just read, oldest first.
+                for path, inode in self._newer_generations(*rotated):
+                    self._reset(f"was rotated again; reading {path.name}, written after it,")
+                    self.inode = inode
+                    if not (yield from self._read(path, inode)):
+                        return  # the next pass finds this one by its inode and goes on
             self._reset(why)
             # PATH looked at again: taking the inode of the first look would name the file
             # just read if PATH was replaced meanwhile, and it would be read again.

@@ -82,3 +82,60 @@ def test_import_skips_an_over_long_line_without_reading_it_whole(
     bad = lines.BadLines()
     assert list(lines.file_records("jsonl", f, "step", bad)) == [(1, {"a": 1.0}), (3, {"a": 3.0})]
     assert bad.count == 1
+
+
+def _lines(n0: int, n1: int) -> bytes:
+    return b"".join(b'{"step": %d}\n' % i for i in range(n0, n1))
+
+
+def _stamp(path: Path, t: float) -> None:
+    """A modification time of its own (a rename keeps it; writes a second apart set it)."""
+    import os
+
+    os.utime(path, (t, t))
+
+
+@pytest.mark.parametrize("how", ["create", "copytruncate"])
+def test_two_rotations_between_reads_lose_no_generation(tmp_path: Path, how: str) -> None:
+    """Rotated twice while the follower was stopped (or within one poll): the file read so far
+    is train.jsonl.2 now, the next generation train.jsonl.1, the newest train.jsonl. Only the
+    first and the last were read, and steps 30-39 were lost without a word. A newer file that
+    is no generation of it (train_eval.jsonl) is never read."""
+    f = tmp_path / "train.jsonl"
+    f.write_bytes(_lines(0, 20))
+    tail = LineTail(f)
+    assert len(_read(tail)) == 20
+    state = tail.state()
+    with f.open("ab") as out:
+        out.write(_lines(20, 30))
+    _stamp(f, 1_000)
+    one, two = tmp_path / "train.jsonl.1", tmp_path / "train.jsonl.2"
+
+    def rotate(t: float) -> None:
+        if one.exists():
+            one.rename(two)
+        if how == "create":
+            f.rename(one)
+        else:  # copy, then empty the file in place (its inode stays)
+            one.write_bytes(f.read_bytes())
+            _stamp(one, t)
+            with f.open("r+b") as live:
+                live.truncate(0)
+
+    rotate(1_001)
+    with f.open("ab") as out:
+        out.write(_lines(30, 40))
+    _stamp(f, 1_002)
+    rotate(1_003)
+    f.write_bytes(_lines(40, 50))
+    _stamp(f, 1_004)
+    decoy = tmp_path / "train_eval.jsonl"
+    decoy.write_bytes(b'{"step": 999}\n')
+    _stamp(decoy, 1_003)
+    got = [line for _, line in _read(LineTail(f, state))]
+    assert got == [b'{"step": %d}' % i for i in range(20, 50)]
+
+
+def test_a_byte_order_mark_does_not_cost_the_first_line() -> None:
+    assert lines.parse_record(b'\xef\xbb\xbf{"step": 0, "loss": 0.5}', "jsonl") == (
+        0, {"loss": 0.5})
