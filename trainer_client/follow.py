@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import logging
 import os
 import signal
@@ -59,8 +60,9 @@ from trainer_client.formats import FORMATS, FollowFormat, Record, Source, follow
 from trainer_client.formats import import_formats as _import_formats
 from trainer_client.lines import BadLine, LineFollower, parse_line
 from trainer_client.preflight import check_server
-from trainer_client.records import TIME_KEYS, BadLines, Compute, Follower, log_record
+from trainer_client.records import STATE_FILE, TIME_KEYS, BadLines, Compute, Follower, log_record
 from trainer_client.run import DEFAULT_URL, Run, init, registration_body
+from trainer_client.spool import Spool
 
 __all__ = ["FORMATS", "FollowFormat", "LineFollower", "parse_line", "BadLine",
            "follow_main", "import_main"]
@@ -197,6 +199,30 @@ def _wait_for_source(fmt: FollowFormat, args: argparse.Namespace, stop: threadin
     return source
 
 
+def _resumed_source(args: argparse.Namespace, source: Path) -> Path:
+    """In a directory (verl's <root>/<project>/<experiment>.jsonl), the file this run followed
+    before, when it is still there, rather than the newest: a restart that took a newer file
+    (another experiment) left the rest of the old one unread and wrote the new one's steps
+    over the run's."""
+    path = Path(args.path)
+    if not path.is_dir():
+        return source
+    try:
+        state = Spool(args.home, args.project, args.name).dir / STATE_FILE
+        saved = json.loads(state.read_text("utf-8")).get("path")
+    except (OSError, ValueError, AttributeError):
+        return source
+    if not isinstance(saved, str):
+        return source
+    was = Path(saved)
+    if was == source.resolve() or not was.is_file() or path.resolve() not in was.parents:
+        return source
+    logger.warning("scalewatch follow: resuming %s, the file run %s/%s was following, not the "
+                   "newer %s (follow that one under another --name)", was, args.project,
+                   args.name, source)
+    return was
+
+
 def _named(args: argparse.Namespace) -> bool:
     if args.project and args.name:
         return True
@@ -235,6 +261,7 @@ def follow_main(args: argparse.Namespace) -> int:
     if source is None:
         logger.info("scalewatch follow: stopped before %s appeared; nothing sent", args.path)
         return 0
+    source = _resumed_source(args, source)
     body["config"]["source"] = f"{args.format}:{source.resolve()}"
     run = _init(args, body)
     follower = fmt.make(source, run, args)

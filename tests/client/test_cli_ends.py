@@ -181,3 +181,36 @@ def test_tensorboard_follower_logs_changes_not_polls(live_server: LiveServer,
     lines = follower.err.splitlines()
     assert "No path found" not in follower.err
     assert len(lines) <= 4, follower.err  # following, (run directory), stopped
+
+
+def test_a_restarted_directory_follower_resumes_its_file_not_a_newer_one(
+        live_server: LiveServer, tmp_path: Path) -> None:
+    """verl writes <root>/<project>/<experiment>.jsonl; a follower of the root takes the newest
+    file. Restarted after another experiment's file appeared, it took that one: the rest of its
+    own file was never read, and the other's steps were written over the run's."""
+    root = tmp_path / "logs"
+    (root / "proj").mkdir(parents=True)
+    mine, other = root / "proj" / "exp-a.jsonl", root / "proj" / "exp-b.jsonl"
+    _verl(mine, range(0, 10))
+    args = ("follow", "verl", str(root), "--project", "p", "--name", "d", "--url",
+            live_server.url, "--poll-interval", "0.1")
+    first = CliProcess(*args, home=tmp_path / "h")
+    try:
+        wait_for(lambda: _steps(live_server, "p", "d") == list(range(10)))
+    finally:
+        assert first.stop() == 0, first.err
+    _verl(mine, range(10, 20))
+    with other.open("w") as out:  # newer: another experiment, other values at steps 0-4
+        for s in range(5):
+            out.write(json.dumps({"step": s, "data": {METRIC: 0.99}}) + "\n")
+    again = CliProcess(*args, home=tmp_path / "h")
+    try:
+        again.wait_err(f"resuming {mine}")
+        wait_for(lambda: _steps(live_server, "p", "d") == list(range(20)))
+    finally:
+        assert again.stop() == 0, again.err
+    run = _run(live_server, "p", "d")
+    assert run is not None
+    with live_server.client() as api:
+        pts = api.get(f"/api/v1/runs/{run['id']}/points", params={"metric": METRIC}).json()
+    assert [p["value"] for p in pts["points"]] == pytest.approx([s / 100 for s in range(20)])
