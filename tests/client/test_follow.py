@@ -195,3 +195,68 @@ def test_tensorboard_follow_reads_only_what_is_new_and_survives_a_restart(
     assert [p["step"] for p in pts] == list(range(45))
     assert [round(p["compute"], 6) for p in pts] == [round(0.08 * s, 6) for s in range(45)]
     assert [p["step"] for p in _points(live_server, "tb-follow", "grpo", "critic/loss")] == [3]
+
+
+def test_tensorboard_tail_reads_every_writer_of_a_directory_and_a_resume_overwrites(
+    tmp_path: Path,
+) -> None:
+    """Two writers in one directory (train and eval): TensorBoard's DirectoryWatcher reads
+    only the newest file, so the first writer's scalars stopped arriving (8 of 60). A trainer
+    resumed from a checkpoint logs steps again in a new file: those values replace the old
+    ones (they were dropped as already sent). A restarted tail skips exactly what it read."""
+    tbx = pytest.importorskip("tensorboardX")
+    pytest.importorskip("tensorboard")
+    from trainer_client.tensorboard import TensorBoardTail, tensorboard_records
+
+    logdir = tmp_path / "tb"
+    t0 = 1.7e9
+
+    open_writers: list = []
+
+    def written(steps: list[int]) -> bool:
+        for w in open_writers:  # tensorboardX writes from a thread: flush until they are there
+            w.flush()
+        return {r[0] for r in tensorboard_records(logdir)} >= set(steps)
+
+    train = tbx.SummaryWriter(str(logdir), filename_suffix=".train")
+    open_writers.append(train)
+    train.add_scalar("train/loss", 0.0, 0, walltime=t0)
+    train.flush()
+    wait_for(lambda: written([0]))
+    tail = TensorBoardTail(logdir)
+    assert [r[0] for r in tail.poll()] == [0]
+    evals = tbx.SummaryWriter(str(logdir), filename_suffix=".eval")  # a second file
+    open_writers.append(evals)
+    got: dict[int, dict[str, float]] = {}
+
+    def write(steps: range) -> None:
+        for s in steps:
+            train.add_scalar("train/loss", s + 0.5, s, walltime=t0 + s)
+            if s % 5 == 0:
+                evals.add_scalar("eval/acc", s / 100, s, walltime=t0 + s)
+        wait_for(lambda: written(list(steps)))
+        wait_for(lambda: got.update({s: m for s, m, _ in tail.poll()}) or steps[-1] in got)
+
+    write(range(1, 6))  # both files have events now, and the tail has seen both
+    write(range(6, 30))  # both writers go on
+    assert sorted(got) == list(range(1, 30))
+    assert all(got[s]["train/loss"] == s + 0.5 for s in got)
+    assert [s for s in got if "eval/acc" in got[s]] == [5, 10, 15, 20, 25]
+    train.close()
+    evals.close()
+    open_writers.clear()
+
+    saved = dict(tail.events)
+    resumed = tbx.SummaryWriter(str(logdir), filename_suffix=".resumed")
+    for s in range(20, 35):  # from a checkpoint at step 20
+        resumed.add_scalar("train/loss", s + 0.75, s, walltime=t0 + 100 + s)
+    resumed.close()
+    wait_for(lambda: written(list(range(35))))
+    again = TensorBoardTail(logdir, events=saved)  # a restarted follower
+    rows = {s: m for s, m, _ in again.poll()}
+    assert sorted(rows) == list(range(20, 35))  # nothing of what was read is sent again
+    assert all(rows[s]["train/loss"] == s + 0.75 for s in rows)
+    assert again.poll() == []
+    # A state saved by the tail before it counted events: steps up to the last one sent.
+    legacy = TensorBoardTail(logdir, last={"train/loss": 29, "eval/acc": 25})
+    assert sorted(s for s, _, _ in legacy.poll()) == list(range(30, 35))
