@@ -365,8 +365,12 @@ class Sidecar:
         for ev in self.pending:
             hit = self._lookup(ev["version"])
             if hit is None and now - ev["seen"] > self.join_timeout and not self._has_trainer():
-                step = int(self.versions[-1][1]) if self.versions else 0
-                hit = (step, self.compute_at(now))  # no trainer log at all: sidecar clock
+                # No trainer log at all: the sidecar's clock, and as the step the last trainer
+                # step seen or else the model version the evaluation names (every evaluation
+                # went to step 0 and each overwrote the one before).
+                step = int(self.versions[-1][1]) if self.versions else _version_step(
+                    ev["version"])
+                hit = (step, self.compute_at(now))
             if hit is None:
                 keep.append(ev)
                 continue
@@ -397,6 +401,13 @@ class Sidecar:
         left = self.run.finish(timeout=timeout)
         self._save_state()
         return left
+
+
+def _version_step(version: float) -> int:
+    """A model version (samples trained on, in PipelineRL) as a step the server takes."""
+    if version != version:  # NaN: no version to go by
+        return 0
+    return int(min(max(version, 0.0), float(MAX_STEP)))
 
 
 def run_sidecar(

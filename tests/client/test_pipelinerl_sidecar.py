@@ -182,3 +182,23 @@ def test_run_sidecar_thread_and_cli_args(tmp_path):
         assert srv.runs == {("pl", "math_7b"): 1}
         # 8 GPUs x 600 s = 1.333 GPU-hours at step 1
         assert srv.points[(1, "val_pass_rate", 1)] == (0.25, pytest.approx(8 * 600 / 3600))
+
+
+def test_without_a_trainer_log_each_evaluation_keeps_a_step_of_its_own(tmp_path):
+    """No finetune/log/info_0.log (a custom launcher): the evaluations fall back to the
+    sidecar's clock after the join timeout, and all of them went to step 0, each one
+    overwriting the one before; the model version they name orders them."""
+    exp = make_exp(tmp_path)
+    with FakeServer() as srv:
+        sc = Sidecar(exp, project="pl", name="solo", url=srv.url, home=tmp_path / "home")
+        sc.join_timeout = 0.0
+        for version, success in ((640, 0.1), (1280, 0.2), (1920, 0.3)):
+            append(stream_path(exp), eval_line(version, success))
+        sc.poll_once()
+        wait = time.monotonic() + 60
+        while sc.pending and time.monotonic() < wait:  # the join timeout is "more than" 0 s
+            sc.poll_once()
+        assert sc.pending == []
+        assert sc.run.finish(timeout=120) == 0
+        got = {k[2]: v[0] for k, v in srv.points.items() if k[1] == "val_pass_rate"}
+        assert got == {640: 0.1, 1280: 0.2, 1920: 0.3}
