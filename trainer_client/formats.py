@@ -152,7 +152,7 @@ register(LogFormat("tensorboard", "TensorBoard event files (the tensorboard extr
 def _read_mlflow(args: argparse.Namespace, bad: BadLines) -> Source:
     from trainer_client.importers import read_mlflow
 
-    got = read_mlflow(args.path, args.run, args.experiment)
+    got = read_mlflow(args.path, args.run, args.experiment, bad)
     return Source(got.records, got.fit_metric, got.group, got.config)
 
 
@@ -178,7 +178,7 @@ register(LogFormat("pipelinerl", "a PipelineRL experiment directory (the sidecar
 def _read_wandb(args: argparse.Namespace, bad: BadLines) -> Source:
     from trainer_client.importers import read_wandb
 
-    got = read_wandb(args.path, None if args.step_key == "step" else args.step_key)
+    got = read_wandb(args.path, None if args.step_key == "step" else args.step_key, bad)
     return Source(got.records, got.fit_metric, got.group, got.config)
 
 

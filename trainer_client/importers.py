@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer_client.limits import MAX_GROUP_LENGTH, MAX_STEP
+from trainer_client.records import BadLines
 from trainer_client.validation import metric_name_problem
 
 TimedRecord = tuple[int, dict[str, float], "float | None"]
@@ -82,6 +83,24 @@ def _step_of(value: Any) -> int | None:
             return None
         step = int(v)
     return step if 0 <= step <= MAX_STEP else None
+
+
+STEP_RANGE = "an integer in [0, 2**62]"
+
+
+def _why_not_a_value(value: Any) -> str:
+    return (f"{value!r} is not a finite number" if _number_or_nan(value) is not None
+            else f"{str(value)[:60]!r} is not a number")
+
+
+def _number_or_nan(value: Any) -> float | None:
+    """``value`` as a float, NaN and infinities included (None: not a number at all)."""
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
 
 
 def _merge(rows: Iterable[TimedRecord]) -> list[TimedRecord]:
@@ -154,21 +173,31 @@ def _name_filter(run: str) -> str:
                             "search cannot express: give the run id")
 
 
-def read_mlflow(uri: str, run: str, experiment: str | None = None) -> Imported:
-    """Every value of every metric of one MLflow run (each metric's history, all pages)."""
+def read_mlflow(uri: str, run: str, experiment: str | None = None,
+                bad: BadLines | None = None) -> Imported:
+    """Every value of every metric of one MLflow run (each metric's history, all pages); what
+    cannot be a point (a NaN, a negative step, a name the server refuses) is told to ``bad``,
+    named by metric and step."""
+    bad = bad if bad is not None else BadLines()
     client = _mlflow_client(uri)
     r = _find_mlflow_run(client, experiment, run)
     run_id = r.info.run_id
     rows: list[TimedRecord] = []
     for key in sorted(r.data.metrics):
-        if metric_name_problem(key):
+        problem = metric_name_problem(key)
+        if problem:
+            bad.skip(f"metric {key[:60]!r}", f"the name {problem}")
             continue
         # MlflowClient.get_metric_history pages through metrics/get-history itself.
         history = sorted(client.get_metric_history(run_id, key),
                          key=lambda m: (m.step, m.timestamp))
         for m in history:
             step, value = _step_of(m.step), _number(m.value)
-            if step is not None and value is not None:
+            if step is None:
+                bad.skip(f"metric {key!r} step {m.step}", f"the step is not {STEP_RANGE}")
+            elif value is None:
+                bad.skip(f"metric {key!r} step {m.step}", _why_not_a_value(m.value))
+            else:
                 rows.append((step, {key: value}, m.timestamp / 1000.0 if m.timestamp else None))
     tags = dict(r.data.tags)
     config: dict[str, Any] = {"mlflow_run_id": run_id}
@@ -187,37 +216,57 @@ def _group(value: Any) -> str | None:
 # --------------------------------------------------------------------------- W&B
 
 
-def _flatten_row(row: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, float]]:
+def _flatten_row(row: Mapping[str, Any], prefix: str = "",
+                 skip: Any = None) -> Iterator[tuple[str, float]]:
+    """(name, value) of a row's scalars, nested dicts named with ``/``; ``skip(name, why)`` is
+    told of a number that is not finite and of a name the server refuses (text is no metric)."""
     for key, value in row.items():
         if not isinstance(key, str) or key.startswith("_"):
             continue  # _step, _runtime, _timestamp, _wandb: bookkeeping, not metrics
         name = f"{prefix}{key}"
         if isinstance(value, Mapping):
             if "_type" not in value:  # media and histograms are not scalars
-                yield from _flatten_row(value, name + "/")
+                yield from _flatten_row(value, name + "/", skip)
             continue
-        v = _number(value) if not isinstance(value, str) else None
-        if v is not None and not metric_name_problem(name):
+        if isinstance(value, str) or _number_or_nan(value) is None:
+            continue
+        v, problem = _number(value), metric_name_problem(name)
+        if v is not None and not problem:
             yield name, v
+        elif skip is not None:
+            skip(name, f"the name {problem}" if problem else _why_not_a_value(value))
 
 
-def wandb_row_records(rows: Iterable[Mapping[str, Any]], step_key: str = "_step"
-                      ) -> list[TimedRecord]:
+def wandb_row_records(rows: Iterable[Mapping[str, Any]], step_key: str = "_step",
+                      bad: BadLines | None = None, where: str = "row") -> list[TimedRecord]:
     """Records of W&B history rows (``scan_history()`` dicts, Parquet rows): ``_step`` is the
-    step, ``_timestamp`` the wall-clock time, nested dicts are flattened with ``/``."""
+    step, ``_timestamp`` the wall-clock time, nested dicts are flattened with ``/``. A row
+    without a step, a value that is not finite and a name the server refuses are told to
+    ``bad`` (``where`` and the row's number)."""
     out: list[TimedRecord] = []
-    for row in rows:
+    for i, row in enumerate(rows, 1):
         step = _step_of(row.get(step_key))
         if step is None:
+            if bad is not None:
+                bad.skip(f"{where} {i}", f"{step_key} {row.get(step_key)!r} is not {STEP_RANGE}")
             continue
-        metrics = {k: v for k, v in _flatten_row(row) if k != step_key}
+
+        def skip(name: str, why: str, at: str = f"{where} {i}") -> None:
+            if bad is not None:
+                bad.skip(f"{at} {name!r}", why)
+
+        metrics = {k: v for k, v in _flatten_row(row, skip=skip) if k != step_key}
         out.append((step, metrics, _number(row.get("_timestamp"))))
     return _merge(out)
 
 
-def read_wandb_csv(path: Path, step_key: str | None = None) -> list[TimedRecord]:
+def read_wandb_csv(path: Path, step_key: str | None = None, bad: BadLines | None = None
+                   ) -> list[TimedRecord]:
     """The W&B UI's CSV export: a history table (``_step``, metric columns) or a chart export
-    (``Step``, ``RUN - metric`` columns with ``__MIN``/``__MAX`` companions)."""
+    (``Step``, ``RUN - metric`` columns with ``__MIN``/``__MAX`` companions). A row without a
+    step, a cell that is not a finite number (an empty cell is a metric not logged at that
+    step) and a column whose name the server refuses are told to ``bad``."""
+    bad = bad if bad is not None else BadLines()
     with open(path, newline="", encoding="utf-8-sig") as f:
         reader = csv.DictReader(f)
         header = list(reader.fieldnames or [])
@@ -230,21 +279,31 @@ def read_wandb_csv(path: Path, step_key: str | None = None) -> list[TimedRecord]
         prefixes = {c.split(" - ", 1)[0] for c in columns if " - " in c}
         strip = len(prefixes) == 1 and all(" - " in c for c in columns)
         names = {c: (c.split(" - ", 1)[1] if strip else c) for c in columns}
+        for c in columns:
+            problem = metric_name_problem(names[c])
+            if problem:
+                bad.skip(f"{path} column {names[c][:60]!r}", f"the name {problem}")
+        columns = [c for c in columns if not metric_name_problem(names[c])]
         rows: list[TimedRecord] = []
         for row in reader:
+            where = f"{path}:{reader.line_num}"
             step = _step_of(row.get(key))
             if step is None:
+                bad.skip(where, f"{key} {row.get(key)!r} is not {STEP_RANGE}")
                 continue
             metrics = {}
             for c in columns:
-                v = _number(row.get(c) or None)
-                if v is not None and not metric_name_problem(names[c]):
+                cell = row.get(c) or None
+                v = _number(cell)
+                if v is not None:
                     metrics[names[c]] = v
+                elif cell is not None and cell.strip():
+                    bad.skip(f"{where} column {names[c]!r}", _why_not_a_value(cell))
             rows.append((step, metrics, _number(row.get("_timestamp") or None)))
     return _merge(rows)
 
 
-def read_wandb_parquet(path: Path) -> list[TimedRecord]:
+def read_wandb_parquet(path: Path, bad: BadLines | None = None) -> list[TimedRecord]:
     """The run's ``history`` Parquet files (one file, or every ``*.parquet`` under a
     directory)."""
     try:
@@ -258,11 +317,11 @@ def read_wandb_parquet(path: Path) -> list[TimedRecord]:
         raise ImportSourceError(f"no .parquet files under {path}")
     rows: list[TimedRecord] = []
     for f in files:
-        rows.extend(wandb_row_records(pq.read_table(f).to_pylist()))
+        rows.extend(wandb_row_records(pq.read_table(f).to_pylist(), bad=bad, where=f"{f} row"))
     return _merge(rows)
 
 
-def read_wandb_api(run_path: str) -> Imported:
+def read_wandb_api(run_path: str, bad: BadLines | None = None) -> Imported:
     """``ENTITY/PROJECT/RUN_ID`` through the W&B API: every history row (``scan_history``
     pages through them; ``history()`` would sample)."""
     try:
@@ -273,17 +332,19 @@ def read_wandb_api(run_path: str) -> Imported:
             "    pip install wandb && wandb login"
         ) from exc
     run = wandb.Api().run(run_path)
-    records = wandb_row_records(run.scan_history(page_size=1000))
+    records = wandb_row_records(run.scan_history(page_size=1000), bad=bad,
+                                where=f"{run_path} history row")
     return Imported(records, config={"wandb_run": run_path},
                     group=_group(getattr(run, "group", None)))
 
 
-def read_wandb(source: str, step_key: str | None = None) -> Imported:
+def read_wandb(source: str, step_key: str | None = None, bad: BadLines | None = None
+               ) -> Imported:
     path = Path(source)
     if path.is_file() and path.suffix.lower() == ".csv":
-        return Imported(read_wandb_csv(path, step_key), config={"source": f"wandb:{source}"})
+        return Imported(read_wandb_csv(path, step_key, bad), config={"source": f"wandb:{source}"})
     if path.exists():
-        return Imported(read_wandb_parquet(path), config={"source": f"wandb:{source}"})
+        return Imported(read_wandb_parquet(path, bad), config={"source": f"wandb:{source}"})
     if source.count("/") == 2 and not source.startswith(("/", ".")):
-        return read_wandb_api(source)
+        return read_wandb_api(source, bad)
     raise ImportSourceError(f"{source} is neither a CSV/Parquet export nor ENTITY/PROJECT/RUN_ID")

@@ -125,7 +125,8 @@ def test_import_wandb_parquet_with_gpu_hours(live_server: LiveServer, tmp_path: 
 
 @pytest.mark.slow
 def test_import_mlflow_file_store(live_server: LiveServer, tmp_path: Path,
-                                  monkeypatch: pytest.MonkeyPatch) -> None:
+                                  monkeypatch: pytest.MonkeyPatch,
+                                  caplog: pytest.LogCaptureFixture) -> None:
     pytest.importorskip("mlflow")
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # mlflow 3 keeps ./mlruns opt-in
     from mlflow.entities import Metric
@@ -145,6 +146,7 @@ def test_import_mlflow_file_store(live_server: LiveServer, tmp_path: Path,
                 Metric("val-core/gsm8k/acc/mean_at_1", s / 1000, ms + 90_000 * s, s))
         ] + [Metric("critic/score/mean", 0.0, ms + 90_000 * start, start)])  # a re-log
     client.log_metric(rid, "val-core/gsm8k/acc/mean_at_1", 0.9, ms + 90_000 * 599, 599)
+    client.log_metric(rid, "critic/score/mean", float("nan"), ms, 700)  # named, not dropped
     client.set_terminated(rid)
 
     code = cli_main(["import", "mlflow", uri, "--experiment", "math-rl", "--run", "verl-grpo",
@@ -152,6 +154,7 @@ def test_import_mlflow_file_store(live_server: LiveServer, tmp_path: Path,
                      "--home", str(tmp_path / "h"), "--compute", "gpu-hours:8",
                      "--no-progress"])
     assert code == 0
+    assert "skipped metric 'critic/score/mean' step 700: nan is not a finite number" in caplog.text
     got = _run(live_server, "imported", "grpo")
     assert got["status"] == "finished"
     assert got["fit_metric"] == "critic/score/mean"  # the scalewatch.fit_metric tag
@@ -266,3 +269,30 @@ def test_import_mlflow_from_scalewatch_by_a_quoted_name_with_times(
     assert cli_main(["import", "mlflow", live_server.url, "--run", "it's", "--name", "x",
                      *args]) == 2
     assert "give --experiment NAME" in capsys.readouterr().err
+
+
+def test_what_an_export_cannot_hold_is_named_not_dropped_silently(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """W&B CSV rows whose step is 1.5, -1 or text, cells that are text or NaN and a column
+    name the server refuses were dropped without a word (exit 0, fewer points), where the line
+    formats warn for the same thing; MLflow/Parquet/API rows go the same way."""
+    from trainer_client.records import BadLines
+
+    table = tmp_path / "history.csv"
+    with table.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["_step", "reward", "x" * 260])
+        w.writerows([[0, 0.1, 1], [1.5, 0.2, 1], [-1, 0.3, 1], ["abc", 0.4, 1], [2, "oops", 1],
+                     [3, "NaN", 1], [4, "", 1], [5, 0.5, 1]])
+    bad = BadLines()
+    with caplog.at_level("WARNING", logger="scalewatch"):
+        got = read_wandb_csv(table, bad=bad)
+    assert [(s, m) for s, m, _ in got] == [(0, {"reward": 0.1}), (5, {"reward": 0.5})]
+    said = caplog.text
+    assert bad.count == 6, said  # the column, three steps, "oops" and NaN; not the empty cell
+    for where in ("history.csv:3", "history.csv:4", "history.csv:5", "history.csv:6 column "
+                  "'reward'", "history.csv:7 column 'reward'", "column 'xxxx"):
+        assert where in said, (where, said)
+    rows = wandb_row_records([{"_step": 0, "a": float("nan"), "b": 1.0, "note": "text"},
+                              {"_step": -3, "a": 1.0}], bad=(rows_bad := BadLines()))
+    assert rows == [(0, {"b": 1.0}, None)] and rows_bad.count == 2
