@@ -106,6 +106,23 @@ def _flatten(obj: Mapping[str, Any], prefix: str = "", depth: int = 0
             yield name, v
 
 
+_MISSING = object()
+
+
+def _lookup(obj: Mapping[str, Any], key: str) -> Any:
+    """``obj[key]``, or for a key with "/" the nested value it names (metric names are the
+    nested keys joined with "/", so ``--step-key trainer/global_step`` reads
+    ``{"trainer": {"global_step": 7}}`` as it names the metric); ``_MISSING`` when absent."""
+    if key in obj:
+        return obj[key]
+    node: Any = obj
+    for part in key.split("/"):
+        if not isinstance(node, Mapping) or part not in node:
+            return _MISSING
+        node = node[part]
+    return node
+
+
 def parse_record(raw: bytes | str, fmt: str, step_key: str = "step") -> Record | None:
     """(step, metrics) of one line; None for a line with nothing to send (blank, text only);
     raises :class:`BadLine` for a line that cannot be a record."""
@@ -132,9 +149,9 @@ def parse_record(raw: bytes | str, fmt: str, step_key: str = "step") -> Record |
                       ) from None
     if not isinstance(obj, dict):
         raise BadLine(f"not a JSON object (a {type(obj).__name__})")
-    if step_key not in obj:
+    step = _lookup(obj, step_key)
+    if step is _MISSING:
         raise BadLine(f"no {step_key!r}")
-    step = obj[step_key]
     if isinstance(step, float) and step.is_integer():
         step = int(step)
     if not isinstance(step, int) or isinstance(step, bool) or not 0 <= step <= MAX_STEP:

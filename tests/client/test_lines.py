@@ -139,3 +139,13 @@ def test_two_rotations_between_reads_lose_no_generation(tmp_path: Path, how: str
 def test_a_byte_order_mark_does_not_cost_the_first_line() -> None:
     assert lines.parse_record(b'\xef\xbb\xbf{"step": 0, "loss": 0.5}', "jsonl") == (
         0, {"loss": 0.5})
+
+
+def test_a_nested_step_key_is_named_as_its_metric_would_be() -> None:
+    line = b'{"trainer": {"global_step": 7, "lr": 0.1}, "loss": 1.5}'
+    assert lines.parse_record(line, "jsonl", "trainer/global_step") == (
+        7, {"trainer/lr": 0.1, "loss": 1.5})
+    assert lines.parse_record(b'{"trainer/global_step": 3, "loss": 1}', "jsonl",
+                              "trainer/global_step") == (3, {"loss": 1.0})
+    with pytest.raises(lines.BadLine, match="no 'trainer/step'"):
+        lines.parse_record(line, "jsonl", "trainer/step")
