@@ -150,6 +150,7 @@ class Run:
             with contextlib.suppress(OSError):
                 self.spool.write_meta(meta)
         self.spool.cleanup_tmp()
+        self.spool.clear_final_status()  # a run initialised again is not finished (any more)
         try:  # points a killed process had logged but not yet spooled
             _journal.recover_into(self.spool, _pid_alive)
         except OSError as exc:
@@ -339,6 +340,8 @@ class Run:
             atexit.unregister(self._atexit)
         if status and not left and self.mode != "offline":
             self._set_status(status)
+        elif status:  # the points go later (sync): the run's end goes with them
+            self.spool.set_final_status(status)
         return left
 
     def _set_status(self, status: str) -> None:

@@ -227,6 +227,7 @@ class Sender:
             except (OSError, ValueError) as exc:
                 logger.error("scalewatch: corrupt spool batch %s (%s), moved aside", f, exc)
                 self.spool.reject(f, f"corrupt: {exc}")
+                self.rejected_batches += 1  # its points are not sent: say so (sync's exit)
                 continue
             used.append(f)
             points.extend(pts)

@@ -24,12 +24,15 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import logging
 import os
 import threading
 import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
+
+logger = logging.getLogger("scalewatch")
 
 try:  # POSIX advisory locks; on other platforms every process may send (upsert keeps it safe)
     import fcntl
@@ -39,6 +42,9 @@ except ImportError:  # pragma: no cover
 __all__ = ["Spool", "default_home", "iter_spools"]
 
 META = "run.json"
+# The status finish() could not send (offline, or points left unsent): `scalewatch sync` sets it
+# once every point is delivered; the next init() of the run removes it (the run goes on).
+FINAL_STATUS = "final_status"
 _seq = itertools.count()
 _seq_lock = threading.Lock()
 
@@ -186,6 +192,24 @@ class Spool:
                 continue
             if pid != os.getpid() and not _pid_alive(pid):
                 self.remove(self.dir / n)
+
+    def set_final_status(self, status: str) -> None:
+        """Keep the status the run ended with, for `scalewatch sync` (best effort)."""
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            _atomic_write(self.dir / FINAL_STATUS, status.encode("utf-8"), fsync=False)
+        except OSError as exc:
+            logger.warning("scalewatch: cannot keep the run's final status in %s: %s",
+                           self.dir, exc)
+
+    def final_status(self) -> str | None:
+        try:
+            return (self.dir / FINAL_STATUS).read_text("utf-8").strip() or None
+        except (OSError, UnicodeDecodeError):
+            return None
+
+    def clear_final_status(self) -> None:
+        self.remove(self.dir / FINAL_STATUS)
 
     def remove_if_done(self) -> bool:
         """Remove run.json and the directory if no batch is left. Returns True if removed."""

@@ -10,12 +10,14 @@ and its points stay in the spool for the next try. A spool whose lock is held by
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import time
+from pathlib import Path
 from typing import Any
 
-from ._http import Connection
+from ._http import Connection, TransportError
 from .journal import recover_into
 from .run import DEFAULT_URL
 from .sender import Sender, SendTarget
@@ -96,6 +98,13 @@ def replay_spools(
                 if sender.failures >= max_failures:
                     entry["status"] = "partial"
                     break
+            final = spool.final_status()
+            if entry["status"] == "done" and final and not spool.batches():
+                error = _mark(conn, target.run_id, final)
+                if error is None:
+                    spool.clear_final_status()
+                else:
+                    entry["status"], sender.last_error = "partial", error
             entry.update(
                 run_id=target.run_id, sent_points=sender.sent_points,
                 sent_batches=sender.sent_batches, rejected_batches=sender.rejected_batches,
@@ -109,13 +118,28 @@ def replay_spools(
             spool.unlock()
         runs.append(entry)
     return {
-        "ok": all(r["status"] == "done" for r in runs),
+        # A batch set aside (corrupt, or refused by the server for good) was not sent either.
+        "ok": all(r["status"] == "done" and not r["rejected_batches"] for r in runs),
         "url": url,
         "sent_points": sum(r["sent_points"] for r in runs),
         "remaining_points": sum(r["remaining_points"] for r in runs),
         "rejected_batches": sum(r["rejected_batches"] for r in runs),
         "runs": runs,
     }
+
+
+def _mark(conn: Connection, run_id: int | None, status: str) -> str | None:
+    """PATCH the run's status (the one its trainer's finish() could not send); why not, or
+    None when it was set."""
+    if run_id is None:
+        return f"could not mark the run {status}: it is not registered"
+    try:
+        r = conn.request("PATCH", f"/api/v1/runs/{run_id}",
+                         body=json.dumps({"status": status}).encode(),
+                         headers={"Content-Type": "application/json"})
+    except TransportError as exc:
+        return f"could not mark the run {status}: {exc}"
+    return None if r.status == 200 else f"could not mark the run {status}: HTTP {r.status}"
 
 
 LOCK_WAIT = 5.0  # a trainer that just finished releases its sender lock within moments
@@ -144,7 +168,8 @@ def add_sync_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPars
 
 
 def sync_main(args: argparse.Namespace) -> int:
-    """Run ``scalewatch sync``; prints one line per run; exit code 0 if everything was sent."""
+    """Run ``scalewatch sync``; prints one line per run; exit code 0 if everything was sent (1
+    when points are left, or a batch was set aside as corrupt or refused)."""
     summary = replay_spools(
         url=args.url, token=args.token, home=args.home, max_failures=args.max_failures,
         project=args.project, name=args.name,
@@ -153,7 +178,8 @@ def sync_main(args: argparse.Namespace) -> int:
         line = (f"{r['status']:8s} {r['project']}/{r['name']}: sent {r['sent_points']} point(s)"
                 f", {r['remaining_points']} left")
         if r["rejected_batches"]:
-            line += f", {r['rejected_batches']} batch(es) rejected"
+            line += (f", {r['rejected_batches']} batch(es) set aside in "
+                     f"{Path(r['spool']) / 'rejected'} (see the .reason.txt beside each)")
         if r["error"]:
             line += f" ({r['error']})"
         print(line)

@@ -100,6 +100,12 @@ class FakeServer(LoopbackHTTPServer):
                         self.points[k] = (v, p["compute"])
                         self.inserts[k] = self.inserts.get(k, 0) + 1
                 return 200, {}, json.dumps({"accepted": acc, "updated": upd}).encode()
+            if method == "PATCH" and len(parts) == 4 and parts[:3] == ["api", "v1", "runs"]:
+                rid = int(parts[3])
+                if rid not in self.run_meta:
+                    return 404, {}, b'{"detail":"unknown run"}'
+                self.run_meta[rid] = {**self.run_meta[rid], **body}
+                return 200, {}, json.dumps({"id": rid, **self.run_meta[rid]}).encode()
         return 404, {}, b'{"detail":"not found"}'
 
     # -- helpers
