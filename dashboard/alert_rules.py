@@ -259,7 +259,8 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
             else:
                 was = ctx.store.get_alert_rule(ids[0]).enabled
                 rule_service.set_rule_enabled(ctx.store, ids[0], not was,
-                                              ctx.state.settings.webhook_allow_private)
+                                              ctx.state.settings.webhook_allow_private,
+                                              ctx.state.settings.base_url)
                 said = f"Rule {ids[0]} {'disabled' if was else 'enabled'}."
         except InvalidRule as exc:
             return html.Div(f"{exc.field}: {exc}", className="msg-err"), (changed or 0) + 1

@@ -19,6 +19,7 @@ from scalewatch.server.alerts.checks import (
     validated_params,
 )
 from scalewatch.server.alerts.kinds import ALERT_KINDS, AlertKind
+from scalewatch.server.alerts.webhooks import event_builder
 from scalewatch.server.domain.alerts import Alert, AlertRule, RuleChanges
 from scalewatch.server.store.base import AlertStore, RunStore
 
@@ -86,12 +87,16 @@ def create_rule(
 
 def update_rule(
     store: RuleWriteStore, rule_id: int, patch: Mapping[str, Any], allow_private: bool,
-    check_project: ProjectCheck = _no_check,
+    check_project: ProjectCheck = _no_check, base_url: str = "",
 ) -> AlertRule:
-    """Apply the fields `patch` sets, the rule as a whole checked again as if created.
+    """Apply the fields `patch` sets, the rule as a whole checked again as if created (its
+    params only when the patch touches what they depend on: switching off a rule whose
+    baseline run was deleted must not need the run).
 
     Changing kind without params resets params to the kind's defaults; changing kind, params,
-    project or what it watches resolves its active alerts (the store does)."""
+    project or what it watches, or switching it off, resolves its active alerts (the store
+    does), each an `alert.resolved` event for the rule's webhook as it was (``base_url``: the
+    server's, for the event's links)."""
     check_webhook(patch.get("webhook_url"), allow_private)
     rule = store.get_alert_rule(rule_id)
     for key in ("project", "kind", "enabled"):
@@ -106,8 +111,9 @@ def update_rule(
     check_project(project)
     run_id = patch.get("run_id", rule.run_id)
     group = patch.get("group", rule.group)
-    changes = RuleChanges(params=validated_params(store, project, run_id, kind.value, params,
-                                                  group))
+    changes = RuleChanges()
+    if MEANING & patch.keys():
+        changes["params"] = validated_params(store, project, run_id, kind.value, params, group)
     if "kind" in patch:
         changes["kind"] = kind
     if "project" in patch:
@@ -121,13 +127,18 @@ def update_rule(
             changes[key] = patch[key]  # type: ignore[literal-required]  # keys listed above
     if "enabled" in patch:
         changes["enabled"] = bool(patch["enabled"])
-    return store.update_alert_rule(rule_id, changes)
+    return store.update_alert_rule(rule_id, changes,
+                                   event_builder(rule.webhook_url, base_url))
+
+
+# The fields a rule's params are checked against (a baseline run, a group, the kind's specs).
+MEANING = frozenset({"kind", "params", "project", "run_id", "group"})
 
 
 def set_rule_enabled(store: RuleWriteStore, rule_id: int, enabled: bool,
-                     allow_private: bool) -> AlertRule:
+                     allow_private: bool, base_url: str = "") -> AlertRule:
     """Switch a rule on or off (a PATCH of ``enabled`` alone)."""
-    return update_rule(store, rule_id, {"enabled": enabled}, allow_private)
+    return update_rule(store, rule_id, {"enabled": enabled}, allow_private, base_url=base_url)
 
 
 def delete_rule(store: AlertStore, rule_id: int) -> None:

@@ -24,10 +24,10 @@ from scalewatch.server.alerts.kinds import (
     Fit,
     spec_of,
 )
-from scalewatch.server.alerts.webhooks import WebhookSender, build_body
+from scalewatch.server.alerts.webhooks import WebhookSender, event_builder
 from scalewatch.server.background import PollingWorker
 from scalewatch.server.db.models import utcnow
-from scalewatch.server.domain.alerts import Alert, AlertRule
+from scalewatch.server.domain.alerts import AlertRule
 from scalewatch.server.domain.runs import FitContext
 from scalewatch.server.store.base import (
     AlertStore,
@@ -103,14 +103,7 @@ class AlertService:
 
     # ---- applying a verdict ------------------------------------------------------------------
     def _webhook(self, rule: AlertRule) -> EventBuilder | None:
-        url = rule.webhook_url
-        if not url:
-            return None
-
-        def build(alert: Alert, event: str, delivery_id: str) -> tuple[str, str]:
-            return url, build_body(alert, event, self.base_url, delivery_id)
-
-        return build
+        return event_builder(rule.webhook_url, self.base_url)
 
     def apply(
         self,

@@ -79,6 +79,16 @@ _CGNAT = ipaddress.ip_network("100.64.0.0/10")
 
 
 def parse(url: str) -> tuple[str, str, int, str]:
+    # Before urlsplit, which drops tabs and newlines (a rule's "/a\tb" was sent to "/ab"):
+    # a URL with whitespace or control characters is refused, not changed into another one.
+    at = next((i for i, c in enumerate(url) if c.isspace() or ord(c) < 0x20 or ord(c) == 0x7F),
+              None)
+    if at is not None:
+        start = url.find("://") + 3
+        end = min((j for j in (url.find(c, start) for c in "/?#") if j >= 0), default=len(url))
+        where = "webhook_url's host" if start <= at < end else "webhook_url"
+        raise UnsafeTarget(f"{where} must not contain spaces or control characters (found "
+                           f"{url[at]!r}): encode them as %XX")
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     if scheme not in ("http", "https"):
@@ -94,7 +104,12 @@ def parse(url: str) -> tuple[str, str, int, str]:
         raise UnsafeTarget(f"webhook_url has an invalid host {host[:80]!r}")
     if parts.username or parts.password:
         raise UnsafeTarget("webhook_url must not carry credentials")
+    if port == 0:
+        raise UnsafeTarget("webhook_url has an invalid port: 0")
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    if not path.isascii():  # an HTTP request line is ASCII: every attempt failed to encode it
+        raise UnsafeTarget("webhook_url's path and query must be ASCII: encode other "
+                           "characters as %XX")
     return scheme, host, port or (443 if scheme == "https" else 80), path
 
 

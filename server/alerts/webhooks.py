@@ -36,7 +36,7 @@ from scalewatch.server.alerts.targets import Target, UnsafeTarget, resolve
 from scalewatch.server.background import PollingWorker, worker_identity
 from scalewatch.server.db.models import utcnow
 from scalewatch.server.domain.alerts import Alert, AttemptRecord, ClaimedDelivery, DeliveryOutcome
-from scalewatch.server.store.base import OutboxStore
+from scalewatch.server.store.base import EventBuilder, OutboxStore
 
 log = logging.getLogger("scalewatch.alerts")
 
@@ -56,6 +56,18 @@ def verify(secret: str, body: bytes, header: str | None) -> bool:
 
 def _fmt(v: Any) -> str:
     return "n/a" if v is None else f"{float(v):.3f}"
+
+
+def event_builder(url: str | None, base_url: str) -> EventBuilder | None:
+    """How an alert event of a rule with webhook ``url`` becomes an outbox row (None: the rule
+    has no webhook): the URL and the JSON body."""
+    if not url:
+        return None
+
+    def build(alert: Alert, event: str, delivery_id: str) -> tuple[str, str]:
+        return url, build_body(alert, event, base_url, delivery_id)
+
+    return build
 
 
 def build_body(alert: Alert, event: str, base_url: str, delivery_id: str | None = None) -> str:

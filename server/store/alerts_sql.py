@@ -130,10 +130,12 @@ class AlertsMixin(SqlBase):
             return [_rule(r) for r in s.scalars(q).all()]
 
     def update_alert_rule(
-        self, rule_id: int, changes: domain.RuleChanges
+        self, rule_id: int, changes: domain.RuleChanges, webhook: EventBuilder | None = None
     ) -> domain.AlertRule:
         """Apply `changes` (already validated). Changing what a rule means (kind, params, run)
-        resolves its active alerts: the next evaluation opens them again if still true."""
+        or switching it off resolves its active alerts: the next evaluation opens them again
+        if still true. Each resolution is an `alert.resolved` event for `webhook` (the rule's
+        receiver as it was: the one that was told the alert opened), in this transaction."""
         with self.session() as s:
             rule = s.get(AlertRule, rule_id, with_for_update=True)
             if rule is None:
@@ -154,13 +156,22 @@ class AlertsMixin(SqlBase):
                     setattr(rule, key, values[key])
             rule.updated_at = utcnow()
             if meaning or changes.get("enabled") is False:
-                s.execute(
-                    update(Alert)
-                    .where(Alert.rule_id == rule_id, Alert.open_key.is_not(None))
-                    .values(state="resolved", resolved_at=utcnow(), open_key=None)
-                )
+                why = "the rule was changed" if meaning else "the rule was switched off"
+                self._resolve_all(s, rule_id, why, webhook)
             s.flush()
             return _rule(rule)
+
+    def _resolve_all(self, s: Session, rule_id: int, why: str,
+                     webhook: EventBuilder | None) -> None:
+        """Resolve every active alert of the rule, each with its `alert.resolved` event."""
+        now = utcnow()
+        for a in s.scalars(select(Alert).where(Alert.rule_id == rule_id,
+                                               Alert.open_key.is_not(None))).all():
+            a.state, a.resolved_at, a.open_key = "resolved", now, None
+            a.details = {**(a.details or {}), "resolution": {"reason": why}}
+            s.flush()
+            name = s.scalar(select(Run.name).where(Run.id == a.run_id)) if a.run_id else None
+            enqueue_delivery(s, _alert(a, name), "alert.resolved", webhook)
 
     def delete_alert_rule(self, rule_id: int) -> None:
         with self.session() as s:

@@ -11,8 +11,8 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import or_, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy import exists, or_, select, update
+from sqlalchemy.orm import Session, aliased
 
 from scalewatch.server.db.alert_models import Alert, AlertDelivery, AlertRule, DeliveryAttempt
 from scalewatch.server.db.models import utcnow
@@ -101,6 +101,15 @@ class OutboxMixin(SqlBase):
     ) -> list[domain.ClaimedDelivery]:
         """Lease due pending deliveries (compare-and-set, safe across processes)."""
         now = utcnow()
+        # An alert's events go out in the order they happened: a delivery waits while an
+        # older one of its alert is pending (backing off, or in flight). By next_attempt_at
+        # alone a "resolved" went out before the "opened" that was still being retried.
+        older = aliased(AlertDelivery)
+        waits_for_older = exists().where(
+            older.alert_id == AlertDelivery.alert_id,
+            older.id < AlertDelivery.id,
+            older.state == "pending",
+        )
         with self.session() as s:
             candidates = s.scalars(
                 select(AlertDelivery.id)
@@ -108,6 +117,7 @@ class OutboxMixin(SqlBase):
                     AlertDelivery.state == "pending",
                     AlertDelivery.next_attempt_at <= now,
                     or_(AlertDelivery.lease_until.is_(None), AlertDelivery.lease_until < now),
+                    ~waits_for_older,
                 )
                 .order_by(AlertDelivery.next_attempt_at, AlertDelivery.id)
                 .limit(limit)
@@ -135,17 +145,21 @@ class OutboxMixin(SqlBase):
                 ).first()
                 if res is None:
                     continue
-                secret = s.scalar(
-                    select(AlertRule.webhook_secret)
+                # The rule's webhook as it is now: a URL fixed after a delivery was written
+                # (a typo, a moved receiver) takes the deliveries still waiting, as its secret
+                # does; a rule whose webhook was removed keeps the URL each was written for.
+                current = s.execute(
+                    select(AlertRule.webhook_url, AlertRule.webhook_secret)
                     .join(Alert, Alert.rule_id == AlertRule.id)
                     .where(Alert.id == res[0])
-                )
+                ).first()
+                url, secret = (current[0] or res[2], current[1]) if current else (res[2], None)
                 claimed.append(
                     domain.ClaimedDelivery(
                         id=did,
                         alert_id=res[0],
                         delivery_key=res[1],
-                        url=res[2],
+                        url=url,
                         body=res[3],
                         attempts=res[4],
                         created_at=res[5],

@@ -32,7 +32,7 @@ from scalewatch.server.domain.runs import (
     RunSettings,
 )
 from scalewatch.server.domain.tokens import Token
-from scalewatch.server.store.base import NotFound, RunQuery, Store
+from scalewatch.server.store.base import EventBuilder, NotFound, RunQuery, Store
 
 
 class ProjectDenied(NotFound):
@@ -253,11 +253,12 @@ class ScopedStore:
                          projects: Sequence[str] | None = None) -> list[AlertRule]:
         return self.inner.list_alert_rules(project, run_id, projects=self._within(projects))
 
-    def update_alert_rule(self, rule_id: int, changes: RuleChanges) -> AlertRule:
+    def update_alert_rule(self, rule_id: int, changes: RuleChanges,
+                          webhook: EventBuilder | None = None) -> AlertRule:
         self.check_rule(rule_id)
         if changes.get("project") is not None:  # moving a rule into another project
             self.check_project(changes["project"])
-        return self.inner.update_alert_rule(rule_id, changes)
+        return self.inner.update_alert_rule(rule_id, changes, webhook)
 
     def delete_alert_rule(self, rule_id: int) -> None:
         self.check_rule(rule_id)

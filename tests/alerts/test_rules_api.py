@@ -67,6 +67,13 @@ def test_rule_crud_and_secret_never_returned(api):
         ({"kind": "below_baseline", "params": {"baseline_run_id": 99999}}, "does not exist"),
         ({"kind": "asymptote_drop", "run_id": 99999}, "does not exist"),
         ({"kind": "asymptote_drop", "webhook_url": "ftp://x"}, "http"),
+        # URLs no request can be sent to (every attempt failed), or that urlsplit changes
+        ({"kind": "asymptote_drop", "webhook_url": "http://example.com/a b"}, "spaces"),
+        ({"kind": "asymptote_drop", "webhook_url": "http://example.com/a\r\nX-Injected: 1"},
+         "control characters"),
+        ({"kind": "asymptote_drop", "webhook_url": "http://example.com/a\tb"}, "control"),
+        ({"kind": "asymptote_drop", "webhook_url": "http://example.com/é"}, "ASCII"),
+        ({"kind": "asymptote_drop", "webhook_url": "http://example.com:0/x"}, "port"),
         ({"kind": "asymptote_drop", "extra": 1}, "extra"),
         ({"kind": "asymptote_drop", "project": ""}, "project"),
         ({"kind": "asymptote_drop", "project": "p\x00q"}, "project must not contain NUL"),
@@ -201,3 +208,18 @@ def test_deleting_a_run_deletes_its_alerts_and_rules(api):
     store.delete_run(rid)
     assert store.list_alerts()[1] == 0
     assert store.list_alert_rules() == []
+
+
+def test_a_rule_whose_baseline_run_is_gone_can_still_be_switched_off(api):
+    """A below_baseline rule's baseline run deleted: every PATCH (off, a new webhook) was a
+    422 "baseline run does not exist", though none touched the params; only DELETE worked."""
+    base = _run(api)
+    other = api.post("/api/v1/runs", json={"project": "p", "name": "other"}).json()["id"]
+    rule = api.post("/api/v1/alert-rules", json={
+        "project": "p", "kind": "below_baseline", "params": {"baseline_run_id": base}}).json()
+    assert api.delete(f"/api/v1/runs/{base}").status_code == 204
+    off = api.patch(f"/api/v1/alert-rules/{rule['id']}", json={"enabled": False})
+    assert off.status_code == 200 and off.json()["enabled"] is False, off.text
+    # What the params depend on is still checked when the patch touches it.
+    moved = api.patch(f"/api/v1/alert-rules/{rule['id']}", json={"run_id": other})
+    assert moved.status_code == 422 and "does not exist" in moved.text

@@ -173,3 +173,49 @@ def test_delivery_survives_a_server_restart(database_url, tmp_path):
         200,
     ]
     assert alerts["total"] == 1  # the restarted refitter did not open a second alert
+
+
+def _events(hook: Receiver) -> list[str]:
+    """The events the receiver acknowledged, in the order they arrived."""
+    with hook.lock:
+        return [r["json"]["event"] for r in hook.requests if r["status"] == 200]
+
+
+def test_a_rule_switched_off_tells_its_receiver_after_the_opening(live_app):
+    """Switching a rule off (or changing what it means) resolves its open alerts: the receiver
+    was told the alert opened and never that it closed. And an alert's events arrive in the
+    order they happened: here the opening is still being retried (the receiver fails) when
+    the resolution is written, due at once; it went out first."""
+    _, client = live_app
+    with Receiver(fail_first=3) as hook:
+        rid, _ = _setup(client, hook.url)
+        wait_for(lambda: hook.requests)  # the opening's first attempt failed
+        rule = client.get("/api/v1/alert-rules", params={"run": rid}).json()["rules"][0]
+        off = client.patch(f"/api/v1/alert-rules/{rule['id']}", json={"enabled": False})
+        assert off.status_code == 200, off.text
+        wait_for(lambda: len(_events(hook)) == 2)
+        assert _events(hook) == ["alert.opened", "alert.resolved"]
+        resolved = hook.delivered()[-1]["json"]
+        assert resolved["run"]["id"] == rid and resolved["rule"]["id"] == rule["id"]
+        assert verify(SECRET, hook.delivered()[-1]["body"],
+                      hook.delivered()[-1]["headers"]["x-scalewatch-signature"])
+    (alert,) = client.get("/api/v1/alerts", params={"run": rid}).json()["alerts"]
+    assert alert["state"] == "resolved"
+
+
+def test_a_fixed_webhook_url_takes_the_deliveries_still_waiting(live_app):
+    """A rule saved with a wrong URL (nothing listens there): its deliveries kept retrying
+    that URL after the rule was fixed, until they gave up."""
+    _, client = live_app
+    with Receiver() as closed:
+        wrong = closed.url
+    with Receiver() as hook:
+        rid, _ = _setup(client, wrong)
+        alert = wait_for(lambda: client.get("/api/v1/alerts", params={"run": rid}).json()["alerts"])
+        wait_for(lambda: client.get(f"/api/v1/alerts/{alert[0]['id']}/deliveries").json()[
+            "deliveries"][0]["attempt_log"])  # a failed attempt at the wrong URL
+        rule = client.get("/api/v1/alert-rules", params={"run": rid}).json()["rules"][0]
+        fixed = client.patch(f"/api/v1/alert-rules/{rule['id']}", json={"webhook_url": hook.url})
+        assert fixed.status_code == 200, fixed.text
+        wait_for(lambda: _events(hook) == ["alert.opened"])
+        _check_request(hook.delivered()[0], rid)

@@ -126,7 +126,7 @@ def patch_rule(
     try:
         rule = rule_service.update_rule(
             store, rule_id, body.model_dump(exclude_unset=True),
-            settings.webhook_allow_private, _project_check(store),
+            settings.webhook_allow_private, _project_check(store), settings.base_url,
         )
     except InvalidRule as exc:
         raise _invalid(exc.field, str(exc)) from exc
