@@ -97,7 +97,10 @@ def normalize(status: int, content: Any) -> dict[str, Any]:
              "msg": e.get("msg", "") if isinstance(e, dict) else str(e)}
             for e in detail
         ]
-        detail = f"{len(errors)} invalid field(s)"
+        # Named, as the request-validation handler names them: "1 invalid field(s)" alone
+        # (a route's own HTTPException, e.g. a rule's check) said nothing of where.
+        detail = f"{len(errors)} invalid field(s): " + ", ".join(
+            e["loc"] or "?" for e in errors[:5])
     if not isinstance(detail, str):
         detail = json.dumps(detail, default=str) if detail is not None else "error"
     return error_body(status, detail, errors)

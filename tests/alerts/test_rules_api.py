@@ -223,3 +223,10 @@ def test_a_rule_whose_baseline_run_is_gone_can_still_be_switched_off(api):
     # What the params depend on is still checked when the patch touches it.
     moved = api.patch(f"/api/v1/alert-rules/{rule['id']}", json={"run_id": other})
     assert moved.status_code == 422 and "does not exist" in moved.text
+
+
+def test_a_rule_check_422_names_the_field_in_its_detail(api):
+    r = api.post("/api/v1/alert-rules", json={"project": "p", "kind": "stalled",
+                                              "params": {"minutes": 0}})
+    assert r.status_code == 422
+    assert r.json()["detail"] == "1 invalid field(s): params", r.json()
