@@ -65,6 +65,11 @@ class NameTaken(ValueError):
     """Another run of the project already has the name (runs are named within a project)."""
 
 
+class UnitConflict(ValueError):
+    """A resume names another compute unit than the run's, which has points in its own: one
+    run's compute is in one unit (its fit's x axis); the message says both."""
+
+
 class TooManySeries(IngestError):
     """A batch would bring its run past `limits.MAX_SERIES_PER_RUN` distinct metric names:
     refused whole, before anything of it is written. An `IngestError` (422), so every ingest

@@ -35,7 +35,7 @@ from scalewatch.server.domain.runs import (
     Run as RunRecord,
 )
 from scalewatch.server.limits import MAX_NAME_LENGTH
-from scalewatch.server.store.base import NotFound, RunQuery
+from scalewatch.server.store.base import NotFound, RunQuery, UnitConflict
 from scalewatch.server.store.common import SqlBase, dialect_insert, iso
 from scalewatch.server.store.group_marks import mark_group_dirty
 from scalewatch.server.store.run_names import NameTaken, check_run_name
@@ -112,14 +112,32 @@ class RunsMixin(SqlBase):
                     self._set_group(s, s.get(Run, run_id), fields["group"], joined_now=True)
             else:
                 run_id = s.scalar(select(Run.id).where(Run.project_id == pid, Run.name == name))
+                alive: dict[str, Any] = {"last_seen_at": now, "status": "running"}
+                unit = fields.get("compute_unit")
+                if unit is not None:
+                    alive.update(self._resumed_unit(s, run_id, project, name, unit))
                 # A resumed run is alive again.
-                s.execute(
-                    update(Run).where(Run.id == run_id).values(last_seen_at=now, status="running")
-                )
+                s.execute(update(Run).where(Run.id == run_id).values(**alive))
                 # A resume naming a group moves the run into it (one without keeps its group).
                 if fields.get("group"):
                     self._set_group(s, s.get(Run, run_id), fields["group"])
             return _first(self._runs(s, [run_id]), f"run {run_id}"), created
+
+    def _resumed_unit(self, s: Session, run_id: Any, project: str, name: str, unit: str
+                      ) -> dict[str, Any]:
+        """The unit a resume names: the run's own (any case), or a new one for a run with no
+        points yet (created before its trainer said its unit); else `UnitConflict` (a sync of
+        GPU-hours into a run counted in FLOPs mixed the two on one axis)."""
+        have = s.scalar(select(Run.compute_unit).where(Run.id == run_id))
+        if have is None or have.lower() == unit.lower():
+            return {}
+        has_points = s.scalar(select(Series.id).where(Series.run_id == run_id,
+                                                     Series.n_points > 0).limit(1))
+        if has_points is None:
+            return {"compute_unit": unit}
+        raise UnitConflict(
+            f"run {project}/{name} counts compute in {have}, not {unit}: log in its unit, or "
+            "resume it under another name")
 
     def create_run_unique(self, project: str, name: str, **fields: Any) -> RunRecord:
         """A new run, never a resumed one: `name`, else `name (2)`, `name (3)`, ... (MLflow's
@@ -134,7 +152,10 @@ class RunsMixin(SqlBase):
                     select(Run.id).where(Run.project_id == pid, Run.name == candidate)
                 )
             if taken is None:
-                run, created = self.get_or_create_run(project, candidate, **fields)
+                try:
+                    run, created = self.get_or_create_run(project, candidate, **fields)
+                except UnitConflict:  # another request took the name (and logged) meanwhile
+                    continue
                 if created:  # else another request took the name in between: next one
                     return run
         raise RuntimeError(f"no free run name for {name!r} in {project!r}")

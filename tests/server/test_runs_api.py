@@ -141,3 +141,21 @@ def test_value_range_beyond_the_fits_span_is_422_everywhere(api):
     assert api.get(f"/api/v1/runs/{rid}").json()["fit_settings"] == {}
     r = api.patch(f"/api/v1/runs/{rid}", json={"fit_settings": {"value_range": [-1, 1]}})
     assert r.status_code == 200 and r.json()["fit_settings"] == {"value_range": [-1.0, 1.0]}
+
+
+def test_a_resume_in_another_compute_unit_is_refused_once_the_run_has_points(api) -> None:
+    """A run counted in FLOPs resumed (a sync, a follower) with GPU-hours: its points went onto
+    the same axis with a 200. Now a 409 naming both; the same unit (any case) or no unit is
+    a resume; a run without points yet takes the unit its trainer names."""
+    run = api.post("/api/v1/runs", json={"project": "u", "name": "r",
+                                         "compute_unit": "flops"}).json()
+    empty = api.post("/api/v1/runs", json={"project": "u", "name": "r",
+                                           "compute_unit": "gpu_hours"})
+    assert empty.status_code == 200 and empty.json()["compute_unit"] == "gpu_hours"
+    api.post(f"/api/v1/runs/{run['id']}/points", json={"points": [
+        {"step": 1, "compute": 2.0, "metrics": {"acc": 0.5}}]})
+    clash = api.post("/api/v1/runs", json={"project": "u", "name": "r", "compute_unit": "flops"})
+    assert clash.status_code == 409 and "counts compute in gpu_hours, not flops" in clash.text
+    for same in ({"compute_unit": "GPU_hours"}, {}):
+        again = api.post("/api/v1/runs", json={"project": "u", "name": "r", **same})
+        assert again.status_code == 200 and again.json()["compute_unit"] == "gpu_hours"

@@ -20,7 +20,7 @@ from scalewatch.server.api.schemas import (
 )
 from scalewatch.server.domain.runs import Run
 from scalewatch.server.services import runs as run_changes
-from scalewatch.server.store.base import RunQuery
+from scalewatch.server.store.base import RunQuery, UnitConflict
 from scalewatch.server.store.run_names import InvalidName, NameTaken
 
 router = APIRouter(
@@ -37,11 +37,17 @@ NOT_FOUND = not_found("run")
     responses={200: {"model": RunOut, "description": "The run already existed: resumed"}},
 )
 def create_run(body: RunCreate, store: StoreDep, response: Response) -> Run:
-    """Create a run, or resume it: the same project + name returns the existing run (200)."""
+    """Create a run, or resume it: the same project + name returns the existing run (200);
+    409 when the resume names another compute unit than the run has points in."""
     fields = body.model_dump(exclude={"project", "name"})
     if body.fit_settings is not None:
         fields["fit_settings"] = body.fit_settings.model_dump(exclude_none=True)
-    run, created = store.get_or_create_run(body.project, body.name, **fields)
+    if "compute_unit" not in body.model_fields_set:
+        fields.pop("compute_unit")  # a new run gets the default; a resumed one keeps its own
+    try:
+        run, created = store.get_or_create_run(body.project, body.name, **fields)
+    except UnitConflict as exc:
+        raise HTTPException(409, str(exc)) from None
     if not created:
         response.status_code = 200
     return run
