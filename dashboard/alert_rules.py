@@ -29,6 +29,7 @@ from scalewatch.server.alerts.checks import InvalidRule
 from scalewatch.server.alerts.kinds import ALERT_KINDS, KINDS, AlertKind, spec_of
 from scalewatch.server.alerts.rule_service import RuleDraft
 from scalewatch.server.domain.alerts import AlertRule
+from scalewatch.server.domain.checks import parse_id
 from scalewatch.server.scopes import webhook_host_only
 from scalewatch.server.store.base import NotFound, RunQuery, Store
 
@@ -188,10 +189,11 @@ def new_rule(project: str | None, watches: str | None, kind: str | None,
         raise InvalidRule("kind", f"pick a kind: {', '.join(ALERT_KINDS)}")
     run_id, group = None, None
     if watches and watches.startswith("run:"):
-        try:
-            run_id = int(watches[4:])
-        except ValueError:
-            raise InvalidRule("run_id", f"not a run: {watches[4:]!r}") from None
+        # ASCII digits within the ids' range (int() took "1_0" as 10, and 10**22 reached the
+        # database as an integer it cannot hold: a 500)
+        run_id = parse_id(watches[4:])
+        if run_id is None:
+            raise InvalidRule("run_id", f"not a run: {watches[4:][:40]!r}")
     elif watches and watches.startswith("group:"):
         group = watches[6:]
     return RuleDraft(project, kind, {k: v for k, v in values.items() if v is not None},

@@ -137,7 +137,9 @@ SPECS: dict[str, Spec] = {
     # Dash's pages: the location the layout is built for. Dash's router raises (a 500) for a
     # path outside its prefix, null included; the browser only sends paths under it.
     "_pages_location.pathname": Text(4096, prefix=DASHBOARD_PATH),
-    "_pages_location.search": Maybe(Text(4096)),
+    # A page's query string: long enough that a page can say which of its values is too long
+    # (each page bounds its own: dashboard/links.py); 4,096 left a longer link a blank page.
+    "_pages_location.search": Maybe(Text(65_536)),
 }
 MAX_PATTERN_ITEMS = 32  # components one ALL-pattern input may match (a rule's parameters)
 MAX_CHANGED = 64
@@ -250,7 +252,12 @@ def install(dash_app: Dash) -> None:
             return None
         if (flask.request.content_length or 0) > limits.MAX_BODY_BYTES:
             return _refuse(f"body larger than {limits.MAX_BODY_BYTES} bytes", 413)
-        body = flask.request.get_json(silent=True)
+        if flask.request.content_length is None:  # chunked: Flask reads it as empty here
+            return _refuse("a callback request needs a Content-Length (not a chunked body)", 411)
+        try:
+            body = flask.request.get_json(silent=True)
+        except RecursionError:  # `silent` catches ValueError only: "[" * 3000 was a 500
+            return _refuse("body: JSON nested too deeply", 400)
         try:
             check_request(dash_app, body)
         except Refused as exc:

@@ -18,6 +18,7 @@ from scalewatch.dashboard.components import (
     write_denied,
 )
 from scalewatch.dashboard.figures import plural
+from scalewatch.dashboard.links import BadLink, bad_link, link_text
 from scalewatch.server.alerts import rule_service
 from scalewatch.server.store.base import Store
 
@@ -45,7 +46,13 @@ DELIVERY_KEYS = (
 )  # fmt: skip
 
 
-def layout(state: str | None = None, **_: Any) -> html.Div:
+def layout(state: Any = None, **_: Any) -> html.Div:
+    try:
+        state = link_text(state, "state", 32)
+    except BadLink as exc:
+        return bad_link(exc)
+    if state not in {s["value"] for s in STATES}:
+        state = None  # an unknown state: the default view
     return html.Div(
         [
             html.Div(

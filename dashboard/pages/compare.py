@@ -29,6 +29,7 @@ from scalewatch.dashboard.components import (
 from scalewatch.dashboard.figures import ceiling_figure, compare_figure, fmt
 from scalewatch.dashboard.figures.common import typed_arrays
 from scalewatch.dashboard.figures.compare import compare_figure_dict
+from scalewatch.dashboard.links import BadLink, bad_link, link_text
 from scalewatch.server import limits
 from scalewatch.server.store.base import NotFound
 
@@ -55,9 +56,17 @@ def layout(
     group: Any = None,
     **_: Any,
 ) -> html.Div:
-    ids = data.parse_ids(runs if isinstance(runs, str) else None)
-    groups = group_compare.parse_groups(group)
-    project = group_compare.parse_groups(project)[:1]
+    try:
+        runs = link_text(runs, "runs", 64 * limits.MAX_COMPARE_RUNS)
+        metric = link_text(metric, "metric", limits.MAX_METRIC_NAME_LENGTH)
+        budget = link_text(budget, "budget", 64)
+        project = [p for p in [link_text(project, "project", limits.MAX_NAME_LENGTH)] if p]
+        groups = group_compare.parse_groups(group)
+        for g in groups:
+            link_text(g, "group", limits.MAX_GROUP_LENGTH)
+    except BadLink as exc:
+        return bad_link(exc)
+    ids = data.parse_ids(runs)
     if not ids and not groups:
         return empty_state(
             "Pick runs on the Runs page (tick their rows), or recipes in its \"by group\" "

@@ -25,6 +25,8 @@ from scalewatch.dashboard.components import (
     to_csv,
 )
 from scalewatch.dashboard.figures import fmt, group_figure, group_headline, history_figure, plural
+from scalewatch.dashboard.links import BadLink, bad_link, link_text
+from scalewatch.server import limits
 from scalewatch.server.fitting import FitResult, predict
 from scalewatch.server.services.compare import MixedMetrics
 from scalewatch.server.store.base import NotFound
@@ -45,15 +47,13 @@ MEMBER_COLUMNS = [
 ]
 
 
-def _one(value: Any) -> str | None:
-    """A query parameter given once (Dash hands a repeated one over as a list)."""
-    if isinstance(value, list):
-        value = value[0] if value else None
-    return str(value) if value not in (None, "") else None
-
-
 def layout(project: Any = None, group: Any = None, metric: Any = None, **_: Any) -> html.Div:
-    project, group, metric = _one(project), _one(group), _one(metric)
+    try:
+        project = link_text(project, "project", limits.MAX_NAME_LENGTH)
+        group = link_text(group, "group", limits.MAX_GROUP_LENGTH)
+        metric = link_text(metric, "metric", limits.MAX_METRIC_NAME_LENGTH)
+    except BadLink as exc:
+        return bad_link(exc)
     if not project or not group:
         return empty_state(
             'No group given. Open one from the Runs page\'s "by group" view '

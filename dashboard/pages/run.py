@@ -33,6 +33,8 @@ from scalewatch.dashboard.figures import (
     run_figure,
     withheld_notice,
 )
+from scalewatch.dashboard.links import BadLink, bad_link, link_text
+from scalewatch.server import limits
 from scalewatch.server.domain.checks import parse_id
 from scalewatch.server.fitting import FitResult, predict
 from scalewatch.server.store.base import NotFound
@@ -43,10 +45,14 @@ TICK_MS = 2000
 REBUILD_AFTER = 2500  # points on screen before a live page re-downsamples from the database
 
 
-def layout(run_id: str | None = None, metric: str | None = None, **_: Any) -> html.Div:
+def layout(run_id: str | None = None, metric: Any = None, **_: Any) -> html.Div:
     rid = parse_id(str(run_id)) if run_id else None
     if not rid:  # not an id (parse_id: ASCII digits within the 32-bit range), or id 0
         return empty_state(f"No run {run_id!r}.")
+    try:
+        metric = link_text(metric, "metric", limits.MAX_METRIC_NAME_LENGTH)
+    except BadLink as exc:
+        return bad_link(exc)
 
     return html.Div(
         [
@@ -234,6 +240,10 @@ def _figures(d: dict[str, Any]) -> tuple[Any, ...]:
     return main, hist, resid
 
 
+def _gone(run_id: int) -> html.Div:
+    return empty_state(f"Run {run_id} does not exist (deleted?).")
+
+
 def register_callbacks(app: Dash, ctx: DashContext) -> None:
     run_actions.register_callbacks(app, ctx)
 
@@ -262,8 +272,8 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
                 and (metric or cache["metric"]) == cache["metric"]:
             try:
                 run = store.get_run(run_id)
-            except NotFound:
-                raise PreventUpdate from None
+            except NotFound:  # deleted while the page is open: say so (it went on as if alive)
+                return (no_update,) * 3 + (_gone(run_id),) + (no_update,) * 5
             token = data.change_token(run)
             if token == cache["token"]:
                 raise PreventUpdate  # nothing new: one small query, nothing sent
@@ -275,8 +285,7 @@ def register_callbacks(app: Dash, ctx: DashContext) -> None:
         try:
             d = data.run_detail(store, run_id, metric)
         except NotFound:
-            msg = empty_state(f"Run {run_id} does not exist (deleted?).")
-            return (no_update,) * 3 + (msg,) + (no_update,) * 5
+            return (no_update,) * 3 + (_gone(run_id),) + (no_update,) * 5
         main, hist, resid = _figures(d)
         steps = d["points"]["steps"]
         cache = {

@@ -16,6 +16,8 @@ from dash.exceptions import PreventUpdate
 from scalewatch.dashboard import data, group_data, project_settings
 from scalewatch.dashboard.components import DashContext, column, empty_state, table, to_csv
 from scalewatch.dashboard.figures import plural
+from scalewatch.dashboard.links import BadLink, bad_link, link_text
+from scalewatch.server import limits
 
 PATH = "/"
 TITLE = "Runs"
@@ -88,8 +90,12 @@ def _group_columns(projects: bool) -> list[dict[str, Any]]:
 VIEWS = [{"label": "runs", "value": "runs"}, {"label": "by group", "value": "groups"}]
 
 
-def layout(project: str | None = None, view: str | None = None, **_: Any) -> html.Div:
-    view = "groups" if view == "groups" else "runs"
+def layout(project: Any = None, view: Any = None, **_: Any) -> html.Div:
+    try:
+        project = link_text(project, "project", limits.MAX_NAME_LENGTH)
+        view = "groups" if link_text(view, "view", 16) == "groups" else "runs"
+    except BadLink as exc:
+        return bad_link(exc)
     return html.Div(
         [
             html.Div(

@@ -89,7 +89,10 @@ def parse(url: str) -> tuple[str, str, int, str]:
         where = "webhook_url's host" if start <= at < end else "webhook_url"
         raise UnsafeTarget(f"{where} must not contain spaces or control characters (found "
                            f"{url[at]!r}): encode them as %XX")
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # "http://[::1": an unclosed IPv6 bracket (it was a 500)
+        raise UnsafeTarget(f"webhook_url is not a URL: {exc}") from None
     scheme = parts.scheme.lower()
     if scheme not in ("http", "https"):
         raise UnsafeTarget("webhook_url must be an http:// or https:// URL")

@@ -74,6 +74,7 @@ def test_rule_crud_and_secret_never_returned(api):
         ({"kind": "asymptote_drop", "webhook_url": "http://example.com/a\tb"}, "control"),
         ({"kind": "asymptote_drop", "webhook_url": "http://example.com/é"}, "ASCII"),
         ({"kind": "asymptote_drop", "webhook_url": "http://example.com:0/x"}, "port"),
+        ({"kind": "asymptote_drop", "webhook_url": "http://[::1"}, "not a URL"),  # was a 500
         ({"kind": "asymptote_drop", "extra": 1}, "extra"),
         ({"kind": "asymptote_drop", "project": ""}, "project"),
         ({"kind": "asymptote_drop", "project": "p\x00q"}, "project must not contain NUL"),

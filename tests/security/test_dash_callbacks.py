@@ -250,3 +250,70 @@ def test_a_run_with_steps_past_2_53_keeps_updating(signed_in: Authed) -> None:
                  changed=["run-tick.n_intervals"])
     assert tick.status_code == 200, tick.text[:300]
     assert tick.json()["response"]["run-cache"]["data"]["token"] != cache["token"]
+
+
+@pytest.mark.parametrize(
+    ("page", "search", "said"),
+    [
+        ("compare", "?runs=1,2&budget=5&budget=6", None),  # a repeated key: a 500 before
+        ("run/1", "?metric=" + "m" * 300, "metric is longer than 250 characters"),
+        ("run/1", "?metric=" + "m" * 5_000, "metric is longer than 250 characters"),
+        ("run/1", "?metric=a&metric=b", None),
+        ("", "?project=" + "p" * 300, "project is longer than 200 characters"),
+        ("", "?project=a&project=b", None),
+        ("alerts", "?state=a&state=b", None),
+        ("compare", "?runs=1&project=" + "p" * 300 + "&group=x", "project is longer"),
+        ("group", "?project=p&group=" + "g" * 300, "group is longer"),
+    ],
+)
+def test_a_link_no_page_can_hold_says_so(signed_in: Authed, page: str, search: str,
+                                         said: str | None) -> None:
+    """A query value the page's components cannot hold (a repeated key, a name longer than
+    any) made every callback of the page a 400 (a blank page, no word), the budget a 500;
+    a query string past 4,096 characters blanked the whole page. The page now opens (a
+    repeated key: its first value) or says what is wrong with the link."""
+    r = _call(signed_in, "_pages_content", {"_pages_location.pathname": f"/dashboard/{page}",
+                                            "_pages_location.search": search})
+    assert r.status_code == 200, r.text[:300]
+    shown = json.dumps(r.json()["response"])
+    if said:
+        assert said in shown, shown[:300]
+    else:
+        assert "longer than" not in shown
+
+
+def test_callback_bodies_too_deep_or_chunked_are_4xx(signed_in: Authed) -> None:
+    deep = signed_in.client.post(UPDATE, content="[" * 3000 + "]" * 3000,
+                                 headers={"Content-Type": "application/json"})
+    assert deep.status_code == 400 and "nested" in deep.json()["detail"], deep.text
+    body = json.dumps({"output": "x.y", "inputs": []}).encode()
+    chunked = signed_in.client.post(UPDATE, content=iter([body]),
+                                    headers={"Content-Type": "application/json"})
+    assert chunked.status_code == 411 and "Content-Length" in chunked.json()["detail"]
+
+
+def test_the_rule_form_refuses_a_run_id_no_run_can_have() -> None:
+    from scalewatch.dashboard.alert_rules import new_rule
+    from scalewatch.server.alerts.checks import InvalidRule
+
+    for watches in ("run:99999999999999999999999", "run:1_0", "run:-5", "run:²"):
+        with pytest.raises(InvalidRule, match="not a run"):
+            new_rule("p", watches, "asymptote_drop", {}, None, None)
+    assert new_rule("p", "run:7", "asymptote_drop", {}, None, None).run_id == 7
+
+
+def test_a_run_deleted_while_its_page_is_open_says_so(authed_db: Authed) -> None:
+    """The page's tick met a deleted run and did nothing: the page went on showing it as
+    running. Now its header says the run is gone, as a fresh load does."""
+    c = authed_db.client
+    _login(c, authed_db.tokens["read"])
+    rid = c.post("/api/v1/runs", json={"project": "p", "name": "gone"},
+                 headers=authed_db.h("write")).json()["id"]
+    deps = c.get("/dashboard/_dash-dependencies").json()
+    cache = {"metric": "reward", "token": [0], "last_step": -1, "shown": 0, "fit_until": None}
+    assert c.delete(f"/api/v1/runs/{rid}", headers=authed_db.h("admin")).status_code == 204
+    r = dash_call(c, "run-header", {"run-tick.n_intervals": 3, "run-id.data": rid,
+                                    "run-cache.data": cache, "run-metric.value": "reward"},
+                  changed=["run-tick.n_intervals"], deps=deps)
+    assert r.status_code == 200, r.text
+    assert f"Run {rid} does not exist (deleted?)" in json.dumps(r.json()["response"])
