@@ -234,8 +234,18 @@ def test_tensorboard_tail_reads_every_writer_of_a_directory_and_a_resume_overwri
             train.add_scalar("train/loss", s + 0.5, s, walltime=t0 + s)
             if s % 5 == 0:
                 evals.add_scalar("eval/acc", s / 100, s, walltime=t0 + s)
-        wait_for(lambda: written(list(steps)))
-        wait_for(lambda: got.update({s: m for s, m, _ in tail.poll()}) or steps[-1] in got)
+
+        def caught_up() -> bool:
+            # Each writer flushes from a thread of its own: a pass may see a step's eval
+            # before its train scalar, so the tail's rows are merged and every one is awaited.
+            for w in open_writers:
+                w.flush()
+            for s, m, _ in tail.poll():
+                got.setdefault(s, {}).update(m)
+            return all("train/loss" in got.get(s, {}) for s in steps) and all(
+                "eval/acc" in got.get(s, {}) for s in steps if s % 5 == 0)
+
+        wait_for(caught_up)
 
     write(range(1, 6))  # both files have events now, and the tail has seen both
     write(range(6, 30))  # both writers go on
