@@ -75,15 +75,6 @@ def token_from_header(value: str | None, allow_basic: bool = False) -> str | Non
     return password or None
 
 
-def _refusal(mlflow: bool, status: int, detail: str) -> dict[str, str]:
-    if not mlflow:
-        return {"detail": detail}
-    code = {401: "UNAUTHENTICATED", 415: "BAD_REQUEST", 503: "TEMPORARILY_UNAVAILABLE"}.get(
-        status, "BAD_REQUEST"
-    )
-    return {"error_code": code, "message": detail}
-
-
 def is_artifact_upload(scope: Scope) -> bool:
     return scope.get("method") == "PUT" and scope.get("path", "").startswith(
         ARTIFACT_UPLOAD_PREFIX
@@ -106,7 +97,8 @@ class RequestGuard:
       route's dependency still checks the scope (403). The dashboard cookie is not accepted
       here, so a page on another origin cannot act through a signed-in browser (CSRF);
     * `/api/2.0/mlflow*` (MLflow's tracking API) the same, with basic auth accepted too (the
-      password is the token) and refusals in MLflow's `{"error_code", "message"}` shape;
+      password is the token; `errors.ErrorShape`, outermost, answers its refusals in MLflow's
+      `{"error_code", "message"}` shape);
     * `/api/v1/*` bodies must be JSON (`Content-Type: application/json`, gzip allowed as
       Content-Encoding): 415 otherwise, which is also what a cross-site form would send.
     """
@@ -139,9 +131,7 @@ class RequestGuard:
                     await _send_json(
                         send,
                         401,
-                        _refusal(
-                            mlflow, 401, "missing bearer token (Authorization: Bearer <token>)"
-                        ),
+                        {"detail": "missing bearer token (Authorization: Bearer <token>)"},
                         [(b"www-authenticate", b"Bearer")],
                     )
                     return
@@ -162,7 +152,7 @@ class RequestGuard:
                         await _send_json(
                             send,
                             503,
-                            _refusal(mlflow, 503, "database unavailable, retry later"),
+                            {"detail": "database unavailable, retry later"},
                             [(b"retry-after", str(DATABASE_RETRY_AFTER).encode())],
                         )
                         return
@@ -171,7 +161,7 @@ class RequestGuard:
                     await _send_json(
                         send,
                         401,
-                        _refusal(mlflow, 401, "unknown or revoked token"),
+                        {"detail": "unknown or revoked token"},
                         [(b"www-authenticate", b"Bearer")],
                     )
                     return
@@ -187,9 +177,7 @@ class RequestGuard:
                 await _send_json(
                     send,
                     415,
-                    _refusal(
-                        mlflow, 415, "request bodies must be JSON (Content-Type: application/json)"
-                    ),
+                    {"detail": "request bodies must be JSON (Content-Type: application/json)"},
                 )
                 return
             if (
@@ -201,7 +189,7 @@ class RequestGuard:
             ):
                 # Only the points route inflates: elsewhere gzip bytes failed as "an error
                 # parsing the body", which named neither the encoding nor where it is taken.
-                await _send_json(send, 415, _refusal(mlflow, 415, _NOT_ENCODED))
+                await _send_json(send, 415, {"detail": _NOT_ENCODED})
                 return
         if is_artifact_upload(scope):  # streamed and discarded: no cap, no JSON shape
             await self.app(scope, receive, send)
