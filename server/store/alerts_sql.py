@@ -50,6 +50,19 @@ def _rule(r: AlertRule) -> domain.AlertRule:
     )
 
 
+def _announce_resolved(s: Session, a: Alert, resolution: dict[str, Any] | None,
+                       webhook: EventBuilder | None) -> domain.Alert:
+    """An alert resolved in this transaction: why noted in its details, its `alert.resolved`
+    event queued beside it."""
+    if resolution:
+        a.details = {**(a.details or {}), "resolution": resolution}
+    s.flush()
+    name = s.scalar(select(Run.name).where(Run.id == a.run_id)) if a.run_id else None
+    alert = _alert(a, name)
+    enqueue_delivery(s, alert, "alert.resolved", webhook)
+    return alert
+
+
 def _alert(a: Alert, run_name: str | None) -> domain.Alert:
     return domain.Alert(
         id=a.id,
@@ -168,10 +181,7 @@ class AlertsMixin(SqlBase):
         for a in s.scalars(select(Alert).where(Alert.rule_id == rule_id,
                                                Alert.open_key.is_not(None))).all():
             a.state, a.resolved_at, a.open_key = "resolved", now, None
-            a.details = {**(a.details or {}), "resolution": {"reason": why}}
-            s.flush()
-            name = s.scalar(select(Run.name).where(Run.id == a.run_id)) if a.run_id else None
-            enqueue_delivery(s, _alert(a, name), "alert.resolved", webhook)
+            _announce_resolved(s, a, {"reason": why}, webhook)
 
     def delete_alert_rule(self, rule_id: int) -> None:
         with self.session() as s:
@@ -350,12 +360,7 @@ class AlertsMixin(SqlBase):
             a = s.get(Alert, row[0])
             if a is None:  # pragma: no cover - just updated in this transaction
                 return None
-            if details:
-                a.details = {**(a.details or {}), "resolution": details}
-            s.flush()
-            alert = _alert(a, s.scalar(select(Run.name).where(Run.id == run_id)))
-            enqueue_delivery(s, alert, "alert.resolved", webhook)
-            return alert
+            return _announce_resolved(s, a, details, webhook)
 
     # ---- reading alerts (API and dashboard) ------------------------------------------------
     def list_alerts(
