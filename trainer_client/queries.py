@@ -55,14 +55,15 @@ class Queries:
             conn.close()
         return None
 
-    def set_status(self, run_id: int, status: str) -> None:
-        """Best effort ``PATCH`` of the run's status."""
+    def set_status(self, run_id: int, status: str) -> str | None:
+        """Best effort ``PATCH`` of the run's status; why it was not set, or None."""
         conn = self._connect()
         try:
             body = json.dumps({"status": status}).encode()
-            conn.request("PATCH", f"/api/v1/runs/{run_id}", body=body,
-                         headers={"Content-Type": "application/json"})
-        except TransportError:
-            pass
+            r = conn.request("PATCH", f"/api/v1/runs/{run_id}", body=body,
+                             headers={"Content-Type": "application/json"})
+        except TransportError as exc:
+            return str(exc)
         finally:
             conn.close()
+        return None if r.status == 200 else f"HTTP {r.status}"

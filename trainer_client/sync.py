@@ -10,15 +10,15 @@ and its points stay in the spool for the next try. A spool whose lock is held by
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import time
 from pathlib import Path
 from typing import Any
 
-from ._http import Connection, TransportError
+from ._http import Connection
 from .journal import recover_into
+from .queries import Queries
 from .run import DEFAULT_URL
 from .sender import Sender, SendTarget
 from .spool import Spool, _pid_alive, iter_spools
@@ -100,7 +100,7 @@ def replay_spools(
                     break
             final = spool.final_status()
             if entry["status"] == "done" and final and not spool.batches():
-                error = _mark(conn, target.run_id, final)
+                error = _mark(Queries(url, token, timeout), target.run_id, final)
                 if error is None:
                     spool.clear_final_status()
                 else:
@@ -128,18 +128,11 @@ def replay_spools(
     }
 
 
-def _mark(conn: Connection, run_id: int | None, status: str) -> str | None:
-    """PATCH the run's status (the one its trainer's finish() could not send); why not, or
+def _mark(queries: Queries, run_id: int | None, status: str) -> str | None:
+    """Set the run's status (the one its trainer's finish() could not send); why not, or
     None when it was set."""
-    if run_id is None:
-        return f"could not mark the run {status}: it is not registered"
-    try:
-        r = conn.request("PATCH", f"/api/v1/runs/{run_id}",
-                         body=json.dumps({"status": status}).encode(),
-                         headers={"Content-Type": "application/json"})
-    except TransportError as exc:
-        return f"could not mark the run {status}: {exc}"
-    return None if r.status == 200 else f"could not mark the run {status}: HTTP {r.status}"
+    why = "it is not registered" if run_id is None else queries.set_status(run_id, status)
+    return None if why is None else f"could not mark the run {status}: {why}"
 
 
 LOCK_WAIT = 5.0  # a trainer that just finished releases its sender lock within moments
