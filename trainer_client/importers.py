@@ -46,21 +46,19 @@ class ImportSourceError(Exception):
 
 
 def _number(value: Any) -> float | None:
+    """``value`` as a finite float (text, numpy scalars too), or None."""
+    v = _number_or_nan(value)
+    return v if v is not None and math.isfinite(v) else None
+
+
+def _number_or_nan(value: Any) -> float | None:
+    """``value`` as a float, NaN and infinities included (None: not a number at all)."""
     if isinstance(value, bool) or value is None:
         return None
-    if isinstance(value, (int, float)):
-        v = float(value)
-    elif isinstance(value, str):
-        try:
-            v = float(value)
-        except ValueError:
-            return None
-    else:
-        try:  # numpy scalars (Parquet / pandas rows)
-            v = float(value)
-        except (TypeError, ValueError):
-            return None
-    return v if math.isfinite(v) else None
+    try:
+        return float(value)
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an int past float range
+        return None
 
 
 def _step_of(value: Any) -> int | None:
@@ -91,16 +89,6 @@ STEP_RANGE = "an integer in [0, 2**62]"
 def _why_not_a_value(value: Any) -> str:
     return (f"{value!r} is not a finite number" if _number_or_nan(value) is not None
             else f"{str(value)[:60]!r} is not a number")
-
-
-def _number_or_nan(value: Any) -> float | None:
-    """``value`` as a float, NaN and infinities included (None: not a number at all)."""
-    if isinstance(value, bool) or value is None:
-        return None
-    try:
-        return float(value)
-    except (TypeError, ValueError, OverflowError):
-        return None
 
 
 def _merge(rows: Iterable[TimedRecord]) -> list[TimedRecord]:
@@ -279,11 +267,11 @@ def read_wandb_csv(path: Path, step_key: str | None = None, bad: BadLines | None
         prefixes = {c.split(" - ", 1)[0] for c in columns if " - " in c}
         strip = len(prefixes) == 1 and all(" - " in c for c in columns)
         names = {c: (c.split(" - ", 1)[1] if strip else c) for c in columns}
-        for c in columns:
-            problem = metric_name_problem(names[c])
+        problems = {c: metric_name_problem(names[c]) for c in columns}
+        for c, problem in problems.items():
             if problem:
                 bad.skip(f"{path} column {names[c][:60]!r}", f"the name {problem}")
-        columns = [c for c in columns if not metric_name_problem(names[c])]
+        columns = [c for c in columns if not problems[c]]
         rows: list[TimedRecord] = []
         for row in reader:
             where = f"{path}:{reader.line_num}"
